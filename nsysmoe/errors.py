@@ -1,0 +1,5 @@
+"""The one exception root: the CLI turns it into a one-line message and a non-zero exit."""
+
+
+class NsysmoeError(Exception):
+    """A problem with the user's input that they can act on (message says what and what to do)."""

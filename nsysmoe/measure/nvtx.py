@@ -1,0 +1,45 @@
+"""NVTX range totals on the CPU side, named the way ``nsys stats --report nvtxsum`` names them."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsysmoe.measure.overlap import Window
+
+NVTX_TOTAL_SCHEMA = {
+    "name": pl.String, "style": pl.String, "count": pl.Int64, "total_ns": pl.Int64, "min_ns": pl.Int64,
+    "max_ns": pl.Int64,
+}
+
+
+def display_name() -> pl.Expr:
+    """``Domain:name`` for ranges in a named domain, the bare name in the default domain."""
+    return (
+        pl.when(pl.col("domain").is_not_null())
+        .then(pl.format("{}:{}", pl.col("domain"), pl.col("name")))
+        .otherwise(pl.col("name"))
+    )
+
+
+def nvtx_totals(nvtx: pl.DataFrame, window: Window = Window()) -> pl.DataFrame:
+    """Per (display name, style): count and total CPU-side duration of push/pop and start/end
+    ranges, nested and overlapping instances each counted in full — exactly ``nvtxsum``'s figures.
+
+    With a window, ranges are clipped to it (so totals over the whole trace equal nvtxsum's).
+    """
+    ranges = window.select(nvtx)
+    if ranges.is_empty():
+        return pl.DataFrame(schema=NVTX_TOTAL_SCHEMA)
+    dur = pl.col("end") - pl.col("start")
+    return (
+        ranges.with_columns(display_name().alias("name"), dur.alias("dur"))
+        .group_by("name", "style")
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("dur").sum().alias("total_ns"),
+            pl.col("dur").min().alias("min_ns"),
+            pl.col("dur").max().alias("max_ns"),
+        )
+        .sort(["total_ns", "name"], descending=[True, False])
+        .cast(NVTX_TOTAL_SCHEMA)
+    )

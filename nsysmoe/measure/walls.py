@@ -1,0 +1,120 @@
+"""Which of the "Three Walls" (memory, communication, host overhead, then compute) holds a GPU back.
+
+Fixing one wall exposes the next, so every verdict carries its evidence numbers and thresholds.
+Memory evidence comes only from what was captured (CUDA memory-usage events, OOM markers in NVTX).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+#: Thresholds, stated in every report.
+MEMORY_PEAK_PCT = 90.0  # peak allocated bytes / GPU memory
+COMM_EXPOSED_PCT = 10.0  # exposed communication / span
+HOST_IDLE_PCT = 15.0  # GPU idle (no kernel, no copy) / span
+OOM_PATTERN = re.compile(r"out of memory|outofmemory|\boom\b", re.IGNORECASE)
+
+#: What the seeds recommend for each wall (docs/domain.md, Megatron-Core MoE paper).
+KNOBS: dict[str, tuple[str, ...]] = {
+    "memory": (
+        "selective recompute (layernorm, core_attn, moe_act, mlp)", "FP8", "offloading",
+        "better PP layout",
+    ),
+    "communication": (
+        "DeepEP or HybridEP dispatcher", "--overlap-moe-expert-parallel-comm",
+        "--overlap-grad-reduce", "--tp-comm-overlap", "better PP layout",
+    ),
+    "host overhead": (
+        "CUDA graphs (moe_router, moe_preprocess, attn)", "--manual-gc", "larger micro-batch",
+        "CPU affinity",
+    ),
+    "compute": (
+        "grouped GEMM", "fusions", "FP8",
+        "dispatcher SM tuning (--moe-deepep-num-sms 20, --moe-hybridep-num-sms 16..32)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class WallVerdict:
+    wall: str
+    reason: str
+    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return KNOBS[self.wall]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "wall": self.wall,
+            "reason": self.reason,
+            "evidence": self.evidence,
+            "thresholds": thresholds(),
+            "knobs": list(self.knobs),
+        }
+
+
+def thresholds() -> dict[str, float]:
+    return {
+        "memory_peak_pct": MEMORY_PEAK_PCT,
+        "exposed_comm_pct_of_span": COMM_EXPOSED_PCT,
+        "idle_pct_of_span": HOST_IDLE_PCT,
+    }
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(100.0 * part / whole, 3) if whole else None
+
+
+def memory_evidence(
+    memory_events: pl.DataFrame, total_memory: int | None, nvtx_names: pl.Series | None
+) -> dict[str, object]:
+    """Peak allocated bytes of one GPU (from captured usage events) and OOM markers in NVTX."""
+    ev: dict[str, object] = {}
+    if memory_events.is_empty():
+        ev["memory_usage"] = "not captured (record with --cuda-memory-usage=true)"
+    else:
+        peak = int(memory_events.sort("start")["bytes"].cum_sum().max())
+        ev["peak_allocated_bytes"] = peak
+        ev["gpu_memory_bytes"] = total_memory
+        ev["peak_memory_pct"] = _pct(peak, total_memory) if total_memory else None
+    if nvtx_names is not None and len(nvtx_names):
+        ev["oom_markers"] = int(nvtx_names.str.contains(OOM_PATTERN.pattern).sum())
+    return ev
+
+
+def verdict(
+    span_ns: int, idle_ns: int, exposed_ns: int, memory: dict[str, object]
+) -> WallVerdict:
+    """Memory first (it decides whether the run fits), then the larger of comm/host; else compute."""
+    ev: dict[str, float | int | str | None] = {
+        "span_ns": span_ns,
+        "exposed_comm_ns": exposed_ns,
+        "exposed_comm_pct_of_span": _pct(exposed_ns, span_ns),
+        "idle_ns": idle_ns,
+        "idle_pct_of_span": _pct(idle_ns, span_ns),
+        **memory,  # type: ignore[dict-item]
+    }
+    peak = memory.get("peak_memory_pct")
+    if memory.get("oom_markers"):
+        return WallVerdict("memory", f"{memory['oom_markers']} OOM marker(s) in NVTX", ev)
+    if isinstance(peak, float) and peak >= MEMORY_PEAK_PCT:
+        return WallVerdict("memory", f"peak memory {peak:.1f} % ≥ {MEMORY_PEAK_PCT} %", ev)
+    comm_pct = ev["exposed_comm_pct_of_span"] or 0.0
+    idle_pct = ev["idle_pct_of_span"] or 0.0
+    comm_hit = comm_pct >= COMM_EXPOSED_PCT
+    host_hit = idle_pct >= HOST_IDLE_PCT
+    if comm_hit and (not host_hit or comm_pct >= idle_pct):
+        reason = f"exposed communication {comm_pct:.1f} % of span ≥ {COMM_EXPOSED_PCT} %"
+        return WallVerdict("communication", reason, ev)
+    if host_hit:
+        return WallVerdict("host overhead", f"GPU idle {idle_pct:.1f} % of span ≥ {HOST_IDLE_PCT} %", ev)
+    reason = (
+        f"exposed communication {comm_pct:.1f} % < {COMM_EXPOSED_PCT} % and idle "
+        f"{idle_pct:.1f} % < {HOST_IDLE_PCT} % of span: the GPU is busy computing"
+    )
+    return WallVerdict("compute", reason, ev)

@@ -1,0 +1,48 @@
+"""GitHub-flavoured Markdown, ready to paste into a PR review."""
+
+from __future__ import annotations
+
+from nsysmoe.render.tables import (
+    Table, class_table, gpu_table, nvtx_table, source_text, unclassified_table, wall_lines,
+    window_text,
+)
+from nsysmoe.result import TraceAnalysis
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def format_table(t: Table) -> str:
+    lines = [f"**{t.title}**", "", "| " + " | ".join(_cell(h) for h in t.header) + " |"]
+    lines.append("|" + "|".join("---:" if r else "---" for r in t.right) + "|")
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows]
+    if not t.rows:
+        lines.append("| " + " | ".join(["(none)"] + [""] * (len(t.header) - 1)) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(analyses: list[TraceAnalysis]) -> str:
+    return "\n\n".join(_one(a) for a in analyses) + "\n"
+
+
+def _one(a: TraceAnalysis) -> str:
+    wall = wall_lines(a)
+    parts = [
+        f"### nsysmoe: `{source_text(a)}`",
+        f"Window: {window_text(a)} · rules: `{a.rules_source}` · "
+        "hidden % = |⋃comm ∩ ⋃compute| / |⋃comm|, per GPU, exact to the ns",
+        format_table(gpu_table(a)),
+        "\n".join(["> " + wall[0]] + [">" + line[1:] for line in wall[1:]]),
+        "<details><summary>Kernel classes</summary>\n\n" + format_table(class_table(a))
+        + "\n\n</details>",
+    ]
+    if not a.nvtx.is_empty():
+        parts.append(format_table(nvtx_table(a)))
+    if not a.unclassified.is_empty():
+        parts.append(format_table(unclassified_table(a)))
+    notes = [f"- not captured: {k}: {v}" for k, v in a.not_captured.items()]
+    notes += [f"- warning: {w}" for w in a.warnings]
+    if notes:
+        parts.append("\n".join(notes))
+    return "\n\n".join(parts)

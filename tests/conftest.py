@@ -1,0 +1,27 @@
+"""Shared test helpers: where the real traces live, and how to skip when they are absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("NSYSMOE_SHARED", REPO.parent / "shared"))
+TRACES = SHARED / "traces"
+
+
+def require_shared() -> Path:
+    """The shared real traces; skip outside CI when absent, fail in CI (CI=true) where they exist."""
+    if (TRACES / "nsys").is_dir():
+        return TRACES
+    reason = f"real traces not found at {TRACES} (set NSYSMOE_SHARED to the shared/ folder)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason + "; under CI=true they must be present")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def traces() -> Path:
+    return require_shared()
