@@ -8,7 +8,7 @@ from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
 from nsysmoe.measure.nvtx import nvtx_totals
-from nsysmoe.measure.overlap import Window, per_gpu
+from nsysmoe.measure.overlap import WHOLE_TRACE, Window, per_gpu
 from nsysmoe.model import Trace
 from nsysmoe.result import TraceAnalysis
 
@@ -24,15 +24,17 @@ def busiest_unclassified(kernels: pl.DataFrame, top: int = TOP_UNCLASSIFIED) -> 
     return (
         kernels.filter(pl.col("subclass") == "unclassified")
         .group_by("name")
-        .agg(pl.len().cast(pl.Int64).alias("count"), (pl.col("end") - pl.col("start")).sum()
-             .alias("sum_ns"))
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            (pl.col("end") - pl.col("start")).sum().alias("sum_ns"),
+        )
         .sort(["sum_ns", "name"], descending=[True, False])
         .head(top)
     )
 
 
 def analyze_trace(
-    trace: Trace, *, rules: RuleSet | None = None, window: Window = Window()
+    trace: Trace, *, rules: RuleSet | None = None, window: Window = WHOLE_TRACE
 ) -> TraceAnalysis:
     rules = rules or default_rules()
     kernels = classified_kernels(trace, rules)
@@ -44,17 +46,24 @@ def analyze_trace(
             "(the trace's GPU work spans "
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
-    gpus = gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"],
-                     how="left").select("pid", "device", "gpu_name", pl.exclude("pid", "device",
-                                                                                "gpu_name"))
+    gpus = gpus.join(
+        trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left"
+    ).select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
     nvtx = nvtx_totals(trace.nvtx, window)
     gpu_walls = tuple(_gpu_wall(trace, row) for row in gpus.iter_rows(named=True))
     mem_any = [w.evidence for w in gpu_walls]
     trace_memory = max(mem_any, key=lambda e: e.get("peak_memory_pct") or 0) if mem_any else {}
-    memory_keys = ("memory_usage", "peak_allocated_bytes", "gpu_memory_bytes", "peak_memory_pct",
-                   "oom_markers")
+    memory_keys = (
+        "memory_usage",
+        "peak_allocated_bytes",
+        "gpu_memory_bytes",
+        "peak_memory_pct",
+        "oom_markers",
+    )
     wall = walls.verdict(
-        int(gpus["span_ns"].sum()), int(gpus["idle_ns"].sum()), int(gpus["exposed_ns"].sum()),
+        int(gpus["span_ns"].sum()),
+        int(gpus["idle_ns"].sum()),
+        int(gpus["exposed_ns"].sum()),
         {k: v for k, v in trace_memory.items() if k in memory_keys},
     )
     return TraceAnalysis(

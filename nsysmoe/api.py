@@ -10,7 +10,7 @@ import polars as pl
 from nsysmoe.analyze import analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.io import load_trace
-from nsysmoe.measure.overlap import Window
+from nsysmoe.measure.overlap import WHOLE_TRACE, Window
 from nsysmoe.model import Trace
 from nsysmoe.result import TraceAnalysis
 
@@ -23,7 +23,7 @@ def load(path: str | Path) -> Trace:
 
 
 def analyze(
-    trace: str | Path | Trace, *, rules: RuleSet | None = None, window: Window = Window()
+    trace: str | Path | Trace, *, rules: RuleSet | None = None, window: Window = WHOLE_TRACE
 ) -> TraceAnalysis:
     """Classify kernels and measure every GPU of one trace."""
     if not isinstance(trace, Trace):
@@ -42,8 +42,10 @@ def kernel_summary(
     total = int((k["end"] - k["start"]).sum()) or 1
     table = (
         k.group_by("name", "class", "subclass")
-        .agg(pl.len().cast(pl.Int64).alias("count"),
-             (pl.col("end") - pl.col("start")).sum().alias("sum_ns"))
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            (pl.col("end") - pl.col("start")).sum().alias("sum_ns"),
+        )
         .with_columns(
             (pl.col("sum_ns") // pl.col("count")).alias("mean_ns"),
             (100.0 * pl.col("sum_ns") / total).alias("pct_of_kernel_time"),

@@ -27,7 +27,7 @@ def parse_time_ns(text: str) -> int:
 
 
 def parse_window(ctx: click.Context, param: click.Parameter, text: str | None) -> Window:
-    """``START:END`` on the trace timeline; units ns (default), us, ms, s; either side may be empty."""
+    """``START:END`` on the trace timeline; units ns (default), us, ms, s; a side may be empty."""
     if text is None:
         return Window()
     if ":" not in text:
@@ -45,8 +45,10 @@ def _rules(path: Path | None, replace: bool) -> RuleSet:
 
 
 rules_option = click.option(
-    "--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML rule file; its rules are tried before the defaults (see nsysmoe/rules/default.toml).",
+    "--rules",
+    "rules_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML rule file, tried before the defaults (format: nsysmoe/rules/default.toml).",
 )
 replace_option = click.option(
     "--rules-replace", is_flag=True, help="Use only the --rules file, not the default rules."
@@ -62,14 +64,27 @@ def cli() -> None:
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
-@click.option("--window", callback=parse_window,
-              help="Analyse only [START, END) of the timeline, e.g. 2s:5s (units ns/us/ms/s).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report to this file instead of stdout.")
+@click.option(
+    "--window",
+    callback=parse_window,
+    help="Analyse only [START, END) of the timeline, e.g. 2s:5s (units ns/us/ms/s).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to this file instead of stdout.",
+)
 @rules_option
 @replace_option
-def analyze(traces: tuple[str, ...], fmt: str, window: Window, output: Path | None,
-            rules_path: Path | None, rules_replace: bool) -> None:
+def analyze(
+    traces: tuple[str, ...],
+    fmt: str,
+    window: Window,
+    output: Path | None,
+    rules_path: Path | None,
+    rules_replace: bool,
+) -> None:
     """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
 
     TRACES are `nsys export --type sqlite` files (or .nsys-rep when nsys is on PATH).
@@ -86,12 +101,18 @@ def analyze(traces: tuple[str, ...], fmt: str, window: Window, output: Path | No
 @click.argument("trace")
 @click.option("--top", type=int, default=40, show_default=True, help="Rows to show (0 = all).")
 @click.option("--class", "klass", help="Only kernels of this class (comm, gemm, attention, …).")
-@click.option("--format", "fmt", type=click.Choice(("terminal", "markdown", "json", "csv")),
-              default="terminal", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("terminal", "markdown", "json", "csv")),
+    default="terminal",
+    show_default=True,
+)
 @rules_option
 @replace_option
-def kernels(trace: str, top: int, klass: str | None, fmt: str, rules_path: Path | None,
-            rules_replace: bool) -> None:
+def kernels(
+    trace: str, top: int, klass: str | None, fmt: str, rules_path: Path | None, rules_replace: bool
+) -> None:
     """List kernel names by total time with their class, to audit the classification rules."""
     from nsysmoe.api import kernel_summary
     from nsysmoe.render.kernels import render_kernel_summary
@@ -134,6 +155,9 @@ def main() -> None:
     except Exception as exc:  # a bug, not bad input: still one line unless asked for details
         if os.environ.get("NSYSMOE_DEBUG"):
             raise
-        click.echo(f"nsysmoe: internal error: {type(exc).__name__}: {exc} "
-                   "(rerun with NSYSMOE_DEBUG=1 for a traceback and report it)", err=True)
+        click.echo(
+            f"nsysmoe: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with NSYSMOE_DEBUG=1 for a traceback and report it)",
+            err=True,
+        )
         sys.exit(3)

@@ -13,7 +13,7 @@ TRACES = SHARED / "traces"
 
 
 def require_shared() -> Path:
-    """The shared real traces; skip outside CI when absent, fail in CI (CI=true) where they exist."""
+    """The shared real traces; skip when absent, but fail under CI=true, where they must exist."""
     if (TRACES / "nsys").is_dir():
         return TRACES
     reason = f"real traces not found at {TRACES} (set NSYSMOE_SHARED to the shared/ folder)"

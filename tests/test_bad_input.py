@@ -1,4 +1,4 @@
-"""Bad input gets one line on stderr, a non-zero exit, no traceback, and the file stays unchanged."""
+"""Bad input: one line on stderr, a non-zero exit, no traceback, and the file stays unchanged."""
 
 from __future__ import annotations
 

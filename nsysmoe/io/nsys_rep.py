@@ -25,8 +25,17 @@ def export_report(path: Path) -> Iterator[Path]:
         )
     with tempfile.TemporaryDirectory(prefix="nsysmoe-") as tmp:
         out = Path(tmp) / (path.stem + ".sqlite")
-        cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-               "--output", str(out), str(path)]
+        cmd = [
+            nsys,
+            "export",
+            "--type",
+            "sqlite",
+            "--force-overwrite",
+            "true",
+            "--output",
+            str(out),
+            str(path),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]

@@ -31,8 +31,20 @@ NVTX_DOMAIN_CREATE = 75
 API_EVENT_CLASSES = (0, 1)
 #: ENUM_CUDA_MEMCPY_OPER labels, used when the file has no ENUM table (2.9.1)
 MEMCPY_KINDS = {
-    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD",
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "Unified HtoD",
+    12: "Unified DtoH",
+    13: "Unified DtoD",
 }
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -141,9 +153,7 @@ def _read(db: _Db) -> Trace:
     nvtx = _read_nvtx(db, not_captured)
     gpus = _read_gpus(db, kernels, memops, not_captured)
     memory_events = _read_memory_events(db, not_captured)
-    warnings = tuple(
-        f"{n} {what} left out" for what, n in dropped.items() if n
-    )
+    warnings = tuple(f"{n} {what} left out" for what, n in dropped.items() if n)
     return Trace(
         path=str(db.path),
         source_format="nsys-sqlite",
@@ -175,9 +185,9 @@ def _with_names(db: _Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFr
     ids = pl.concat([df[c] for c in id_cols]) if len(df) else pl.Series([], dtype=pl.Int64)
     strings = db.strings(ids)
     for id_col, out_col in id_cols.items():
-        df = df.join(
-            strings.rename({"id": id_col, "value": out_col}), on=id_col, how="left"
-        ).drop(id_col)
+        df = df.join(strings.rename({"id": id_col, "value": out_col}), on=id_col, how="left").drop(
+            id_col
+        )
     return df
 
 
@@ -185,10 +195,16 @@ def _read_kernels(db: _Db) -> pl.DataFrame:
     t = KERNEL_TABLE
     df = db.frame(
         f'SELECT start, "end", deviceId, streamId, {db.col(t, "correlationId")}, '
-        f'{db.col(t, "globalPid", "0")}, demangledName, {db.col(t, "shortName")} FROM {t}',
+        f"{db.col(t, 'globalPid', '0')}, demangledName, {db.col(t, 'shortName')} FROM {t}",
         {
-            "start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
-            "corr_id": pl.Int64, "gpid": pl.Int64, "name_id": pl.Int64, "short_id": pl.Int64,
+            "start": pl.Int64,
+            "end": pl.Int64,
+            "device": pl.Int64,
+            "stream": pl.Int64,
+            "corr_id": pl.Int64,
+            "gpid": pl.Int64,
+            "name_id": pl.Int64,
+            "short_id": pl.Int64,
         },
     )
     df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"})
@@ -200,8 +216,13 @@ def _read_memops(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
     parts = []
     common = 'start, "end", deviceId, streamId, {corr}, {gpid}, bytes'
     schema = {
-        "start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
-        "corr_id": pl.Int64, "gpid": pl.Int64, "bytes": pl.Int64,
+        "start": pl.Int64,
+        "end": pl.Int64,
+        "device": pl.Int64,
+        "stream": pl.Int64,
+        "corr_id": pl.Int64,
+        "gpid": pl.Int64,
+        "bytes": pl.Int64,
     }
     for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
         if not db.has(table):
@@ -210,7 +231,7 @@ def _read_memops(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
         cols = common.format(
             corr=db.col(table, "correlationId"), gpid=db.col(table, "globalPid", "0")
         )
-        extra = f', {db.col(table, "copyKind", "0")}' if kind == "memcpy" else ", 0"
+        extra = f", {db.col(table, 'copyKind', '0')}" if kind == "memcpy" else ", 0"
         df = db.frame(f"SELECT {cols}{extra} FROM {table}", {**schema, "copy_kind": pl.Int64})
         if kind == "memcpy":
             label = pl.col("copy_kind").replace_strict(MEMCPY_KINDS, default="Unknown")
@@ -250,11 +271,17 @@ def _read_nvtx(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
     types = (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE)
     df = db.frame(
         f'SELECT start, "end", eventType, text, {db.col(t, "textId")}, globalTid, '
-        f'{db.col(t, "endGlobalTid")}, {db.col(t, "domainId", "0")} FROM {t} '
+        f"{db.col(t, 'endGlobalTid')}, {db.col(t, 'domainId', '0')} FROM {t} "
         f"WHERE eventType IN {types}",
         {
-            "start": pl.Int64, "end": pl.Int64, "etype": pl.Int64, "text": pl.String,
-            "text_id": pl.Int64, "tid": pl.Int64, "end_tid": pl.Int64, "domain_id": pl.Int64,
+            "start": pl.Int64,
+            "end": pl.Int64,
+            "etype": pl.Int64,
+            "text": pl.String,
+            "text_id": pl.Int64,
+            "tid": pl.Int64,
+            "end_tid": pl.Int64,
+            "domain_id": pl.Int64,
         },
     )
     last = db.conn.execute(f'SELECT max(max(start), coalesce(max("end"), 0)) FROM {t}').fetchone()
@@ -288,12 +315,14 @@ def _read_gpus(
     keys = pl.concat([kernels.select("pid", "device"), memops.select("pid", "device")]).unique()
     if not db.has("TARGET_INFO_GPU"):
         not_captured["gpu_info"] = "not captured (no TARGET_INFO_GPU table): GPU model unknown"
-        return keys.with_columns(
-            gpu_name=pl.lit(None, pl.String), total_memory=pl.lit(None, pl.Int64)
-        ).select(list(model.GPU_SCHEMA)).sort("pid", "device")
+        return (
+            keys.with_columns(gpu_name=pl.lit(None, pl.String), total_memory=pl.lit(None, pl.Int64))
+            .select(list(model.GPU_SCHEMA))
+            .sort("pid", "device")
+        )
     t = "TARGET_INFO_GPU"
     info = db.frame(
-        f'SELECT id, {db.col(t, "name")}, {db.col(t, "totalMemory")} FROM {t}',
+        f"SELECT id, {db.col(t, 'name')}, {db.col(t, 'totalMemory')} FROM {t}",
         {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory": pl.Int64},
     ).unique("gpu_id")
     if db.has("TARGET_INFO_CUDA_DEVICE"):
@@ -319,13 +348,16 @@ def _read_memory_events(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
         return model.empty(model.MEMORY_EVENT_SCHEMA)
     df = db.frame(
         f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t}",
-        {"start": pl.Int64, "gpid": pl.Int64, "device": pl.Int64, "bytes": pl.Int64,
-         "op": pl.Int64},
+        {
+            "start": pl.Int64,
+            "gpid": pl.Int64,
+            "device": pl.Int64,
+            "bytes": pl.Int64,
+            "op": pl.Int64,
+        },
     )
     df = df.with_columns(
         pid_of("gpid").alias("pid"),
-        pl.when(pl.col("op") == 1).then(-pl.col("bytes")).otherwise(pl.col("bytes")).alias(
-            "bytes"
-        ),
+        pl.when(pl.col("op") == 1).then(-pl.col("bytes")).otherwise(pl.col("bytes")).alias("bytes"),
     )
     return df.select(list(model.MEMORY_EVENT_SCHEMA)).cast(model.MEMORY_EVENT_SCHEMA)

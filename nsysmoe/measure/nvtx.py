@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from nsysmoe.measure.overlap import Window
+from nsysmoe.measure.overlap import WHOLE_TRACE, Window
 
 NVTX_TOTAL_SCHEMA = {
-    "name": pl.String, "style": pl.String, "count": pl.Int64, "total_ns": pl.Int64, "min_ns": pl.Int64,
+    "name": pl.String,
+    "style": pl.String,
+    "count": pl.Int64,
+    "total_ns": pl.Int64,
+    "min_ns": pl.Int64,
     "max_ns": pl.Int64,
 }
 
@@ -21,7 +25,7 @@ def display_name() -> pl.Expr:
     )
 
 
-def nvtx_totals(nvtx: pl.DataFrame, window: Window = Window()) -> pl.DataFrame:
+def nvtx_totals(nvtx: pl.DataFrame, window: Window = WHOLE_TRACE) -> pl.DataFrame:
     """Per (display name, style): count and total CPU-side duration of push/pop and start/end
     ranges, nested and overlapping instances each counted in full — exactly ``nvtxsum``'s figures.
 

@@ -27,8 +27,18 @@ COMM = "comm"
 
 #: Columns of the per-GPU table, in report order (all integers are nanoseconds).
 GPU_COLUMNS = (
-    "pid", "device", "kernels", "span_ns", "active_ns", "idle_ns", "comm_ns", "compute_ns",
-    "hidden_ns", "exposed_ns", "hidden_pct", "comm_gemm_attn_ns",
+    "pid",
+    "device",
+    "kernels",
+    "span_ns",
+    "active_ns",
+    "idle_ns",
+    "comm_ns",
+    "compute_ns",
+    "hidden_ns",
+    "exposed_ns",
+    "hidden_pct",
+    "comm_gemm_attn_ns",
 )
 
 
@@ -57,6 +67,9 @@ class Window:
         return df.filter(inside).with_columns(
             pl.col("start").clip(lo, hi), pl.col("end").clip(lo, hi)
         )
+
+
+WHOLE_TRACE = Window()
 
 
 def _iset(df: pl.DataFrame) -> IntervalSet:
@@ -92,22 +105,25 @@ def class_totals(kernels: pl.DataFrame) -> list[dict[str, object]]:
     rows = []
     for klass in CLASSES:
         sub = kernels.filter(pl.col("class") == klass)
-        rows.append({
-            "class": klass,
-            "count": len(sub),
-            "sum_ns": int((sub["end"] - sub["start"]).sum()) if len(sub) else 0,
-            "union_ns": _iset(sub).length,
-        })
+        rows.append(
+            {
+                "class": klass,
+                "count": len(sub),
+                "sum_ns": int((sub["end"] - sub["start"]).sum()) if len(sub) else 0,
+                "union_ns": _iset(sub).length,
+            }
+        )
     return rows
 
 
 def per_gpu(
-    kernels: pl.DataFrame, memops: pl.DataFrame, window: Window = Window()
+    kernels: pl.DataFrame, memops: pl.DataFrame, window: Window | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-GPU metric table and per-(GPU, class) table; kernels must carry a ``class`` column.
 
     Python loops here run once per GPU and per class, never per kernel.
     """
+    window = window or WHOLE_TRACE
     kernels, memops = window.select(kernels), window.select(memops)
     keys = sorted(
         pl.concat([kernels.select("pid", "device"), memops.select("pid", "device")])
@@ -124,8 +140,12 @@ def per_gpu(
         class_rows += [{"pid": key[0], "device": key[1], **r} for r in class_totals(k)]
     gpu_schema = {c: pl.Int64 for c in GPU_COLUMNS} | {"hidden_pct": pl.Float64}
     class_schema = {
-        "pid": pl.Int64, "device": pl.Int64, "class": pl.String, "count": pl.Int64,
-        "sum_ns": pl.Int64, "union_ns": pl.Int64,
+        "pid": pl.Int64,
+        "device": pl.Int64,
+        "class": pl.String,
+        "count": pl.Int64,
+        "sum_ns": pl.Int64,
+        "union_ns": pl.Int64,
     }
     return (
         pl.DataFrame(gpu_rows, schema=gpu_schema, orient="row"),

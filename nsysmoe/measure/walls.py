@@ -20,19 +20,28 @@ OOM_PATTERN = re.compile(r"out of memory|outofmemory|\boom\b", re.IGNORECASE)
 #: What the seeds recommend for each wall (docs/domain.md, Megatron-Core MoE paper).
 KNOBS: dict[str, tuple[str, ...]] = {
     "memory": (
-        "selective recompute (layernorm, core_attn, moe_act, mlp)", "FP8", "offloading",
+        "selective recompute (layernorm, core_attn, moe_act, mlp)",
+        "FP8",
+        "offloading",
         "better PP layout",
     ),
     "communication": (
-        "DeepEP or HybridEP dispatcher", "--overlap-moe-expert-parallel-comm",
-        "--overlap-grad-reduce", "--tp-comm-overlap", "better PP layout",
+        "DeepEP or HybridEP dispatcher",
+        "--overlap-moe-expert-parallel-comm",
+        "--overlap-grad-reduce",
+        "--tp-comm-overlap",
+        "better PP layout",
     ),
     "host overhead": (
-        "CUDA graphs (moe_router, moe_preprocess, attn)", "--manual-gc", "larger micro-batch",
+        "CUDA graphs (moe_router, moe_preprocess, attn)",
+        "--manual-gc",
+        "larger micro-batch",
         "CPU affinity",
     ),
     "compute": (
-        "grouped GEMM", "fusions", "FP8",
+        "grouped GEMM",
+        "fusions",
+        "FP8",
         "dispatcher SM tuning (--moe-deepep-num-sms 20, --moe-hybridep-num-sms 16..32)",
     ),
 }
@@ -87,10 +96,8 @@ def memory_evidence(
     return ev
 
 
-def verdict(
-    span_ns: int, idle_ns: int, exposed_ns: int, memory: dict[str, object]
-) -> WallVerdict:
-    """Memory first (it decides whether the run fits), then the larger of comm/host; else compute."""
+def verdict(span_ns: int, idle_ns: int, exposed_ns: int, memory: dict[str, object]) -> WallVerdict:
+    """Memory first (does the run fit?), then the larger of comm/host, else compute."""
     ev: dict[str, float | int | str | None] = {
         "span_ns": span_ns,
         "exposed_comm_ns": exposed_ns,
@@ -112,7 +119,9 @@ def verdict(
         reason = f"exposed communication {comm_pct:.1f} % of span ≥ {COMM_EXPOSED_PCT} %"
         return WallVerdict("communication", reason, ev)
     if host_hit:
-        return WallVerdict("host overhead", f"GPU idle {idle_pct:.1f} % of span ≥ {HOST_IDLE_PCT} %", ev)
+        return WallVerdict(
+            "host overhead", f"GPU idle {idle_pct:.1f} % of span ≥ {HOST_IDLE_PCT} %", ev
+        )
     reason = (
         f"exposed communication {comm_pct:.1f} % < {COMM_EXPOSED_PCT} % and idle "
         f"{idle_pct:.1f} % < {HOST_IDLE_PCT} % of span: the GPU is busy computing"

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from nsysmoe.render.tables import (
-    Table, class_table, gpu_table, nvtx_table, source_text, unclassified_table, wall_lines,
+    Table,
+    class_table,
+    gpu_table,
+    nvtx_table,
+    source_text,
+    unclassified_table,
+    wall_lines,
     window_text,
 )
 from nsysmoe.result import TraceAnalysis
@@ -34,7 +40,8 @@ def _one(a: TraceAnalysis) -> str:
         "hidden % = |⋃comm ∩ ⋃compute| / |⋃comm|, per GPU, exact to the ns",
         format_table(gpu_table(a)),
         "\n".join(["> " + wall[0]] + [">" + line[1:] for line in wall[1:]]),
-        "<details><summary>Kernel classes</summary>\n\n" + format_table(class_table(a))
+        "<details><summary>Kernel classes</summary>\n\n"
+        + format_table(class_table(a))
         + "\n\n</details>",
     ]
     if not a.nvtx.is_empty():

@@ -36,29 +36,61 @@ def gpu_label(row: dict) -> str:
 
 
 def gpu_table(a: TraceAnalysis) -> Table:
-    header = ("GPU", "kernels", "span ms", "active ms", "idle ms", "comm ms", "hidden ms",
-              "exposed ms", "hidden %", "comm∩GEMM/attn ms")
+    header = (
+        "GPU",
+        "kernels",
+        "span ms",
+        "active ms",
+        "idle ms",
+        "comm ms",
+        "hidden ms",
+        "exposed ms",
+        "hidden %",
+        "comm∩GEMM/attn ms",
+    )
     rows = tuple(
-        (gpu_label(r), count(r["kernels"]), ms(r["span_ns"]), ms(r["active_ns"]), ms(r["idle_ns"]),
-         ms(r["comm_ns"]), ms(r["hidden_ns"]), ms(r["exposed_ns"]), pct(r["hidden_pct"]),
-         ms(r["comm_gemm_attn_ns"]))
+        (
+            gpu_label(r),
+            count(r["kernels"]),
+            ms(r["span_ns"]),
+            ms(r["active_ns"]),
+            ms(r["idle_ns"]),
+            ms(r["comm_ns"]),
+            ms(r["hidden_ns"]),
+            ms(r["exposed_ns"]),
+            pct(r["hidden_pct"]),
+            ms(r["comm_gemm_attn_ns"]),
+        )
         for r in a.gpus.iter_rows(named=True)
     )
-    return Table("Communication hidden by compute, per GPU", header, rows,
-                 (False,) + (True,) * (len(header) - 1))
+    return Table(
+        "Communication hidden by compute, per GPU",
+        header,
+        rows,
+        (False,) + (True,) * (len(header) - 1),
+    )
 
 
 def class_table(a: TraceAnalysis) -> Table:
     header = ("GPU", "class", "kernels", "sum of durations ms", "union ms")
     labels = {(r["pid"], r["device"]): gpu_label(r) for r in a.gpus.iter_rows(named=True)}
     rows = tuple(
-        (labels.get((r["pid"], r["device"]), ""), r["class"], count(r["count"]), ms(r["sum_ns"]),
-         ms(r["union_ns"]))
+        (
+            labels.get((r["pid"], r["device"]), ""),
+            r["class"],
+            count(r["count"]),
+            ms(r["sum_ns"]),
+            ms(r["union_ns"]),
+        )
         for r in a.classes.iter_rows(named=True)
         if r["count"]
     )
-    return Table("Kernel classes (sum of durations is not wall time; union is)", header, rows,
-                 (False, False, True, True, True))
+    return Table(
+        "Kernel classes (sum of durations is not wall time; union is)",
+        header,
+        rows,
+        (False, False, True, True, True),
+    )
 
 
 def nvtx_table(a: TraceAnalysis, top: int = TOP_NVTX) -> Table:
@@ -80,8 +112,12 @@ def unclassified_table(a: TraceAnalysis) -> Table:
         (shorten(r["name"]), count(r["count"]), ms(r["sum_ns"]))
         for r in a.unclassified.iter_rows(named=True)
     )
-    return Table("Busiest kernels no rule recognised (extend with --rules FILE)", header, rows,
-                 (False, True, True))
+    return Table(
+        "Busiest kernels no rule recognised (extend with --rules FILE)",
+        header,
+        rows,
+        (False, True, True),
+    )
 
 
 def shorten(name: str, width: int = 90) -> str:
@@ -116,9 +152,13 @@ def wall_lines(a: TraceAnalysis) -> list[str]:
     ]
     per_gpu = {v.wall for v in a.gpu_walls}
     if len(per_gpu) > 1:
-        lines.append("  per GPU: " + ", ".join(
-            f"{gpu_label(r)}: {v.wall}" for r, v in zip(a.gpus.iter_rows(named=True), a.gpu_walls,
-                                                        strict=True)))
+        lines.append(
+            "  per GPU: "
+            + ", ".join(
+                f"{gpu_label(r)}: {v.wall}"
+                for r, v in zip(a.gpus.iter_rows(named=True), a.gpu_walls, strict=True)
+            )
+        )
     return lines
 
 

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from nsysmoe.render.tables import (
-    Table, class_table, gpu_table, nvtx_table, source_text, unclassified_table, wall_lines,
+    Table,
+    class_table,
+    gpu_table,
+    nvtx_table,
+    source_text,
+    unclassified_table,
+    wall_lines,
     window_text,
 )
 from nsysmoe.result import TraceAnalysis
 
 
 def format_table(t: Table) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h)
-              for i, h in enumerate(t.header)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h)
+        for i, h in enumerate(t.header)
+    ]
 
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(

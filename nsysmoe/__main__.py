@@ -1,0 +1,5 @@
+"""``python -m nsysmoe`` is the ``nsysmoe`` command."""
+
+from nsysmoe.cli import main
+
+main()

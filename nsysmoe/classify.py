@@ -1,0 +1,189 @@
+"""Kernel-name classification: communication vs GEMM/attention vs other compute.
+
+Why a rule table and not code: real traces keep showing kernel names nobody listed (DeepSeek's
+internal ``dpsk::ep::`` DeepEP build, cuDNN convolutions, generated fusions), so the rules live in
+an ordered TOML file (``nsysmoe/rules/default.toml``) that users extend without editing code, and
+anything no rule recognises stays visibly ``other``/``unclassified`` instead of being folded into a
+real class. First matching rule wins; patterns are Python ``re`` regexes applied with ``re.search``
+to the demangled kernel name.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from nsysmoe.errors import NsysmoeError
+
+CLASSES: tuple[str, ...] = ("comm", "gemm", "attention", "moe_glue", "elementwise", "other")
+"""The fixed class vocabulary; ``comm`` is what overlap analyses intersect with compute."""
+
+COMPUTE_GEMM_ATTN: tuple[str, ...] = ("gemm", "attention")
+"""The "matrix math" subset of compute that the EP-overlap table reports separately."""
+
+UNCLASSIFIED: tuple[str, str] = ("other", "unclassified")
+"""Class/subclass of a name that no rule matched (so a rule file needs no catch-all)."""
+
+_RULE_KEYS = {"class", "subclass", "pattern", "note"}
+_REQUIRED_KEYS = ("class", "subclass", "pattern")
+_FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the rule table; validated and compiled once, at construction.
+
+    Raises NsysmoeError (without a file name; the loader adds it) for an unknown class or a
+    pattern Python's ``re`` cannot compile, so a bad rule fails at load time, not mid-analysis.
+    """
+
+    klass: str
+    subclass: str
+    pattern: str
+    note: str = ""
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.klass not in CLASSES:
+            raise NsysmoeError(f"unknown class {self.klass!r}; use one of {', '.join(CLASSES)}")
+        try:
+            compiled = re.compile(self.pattern)
+        except re.error as exc:
+            raise NsysmoeError(
+                f"pattern {self.pattern!r} is not a valid Python regex ({exc}); fix or escape it"
+            ) from exc
+        object.__setattr__(self, "regex", compiled)
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered rule table plus where it came from (reports cite ``source``)."""
+
+    rules: tuple[Rule, ...]
+    source: str
+
+
+def _rule_from_table(entry: Any, number: int, source: str) -> Rule:
+    """Build rule ``number`` (1-based, file order) or raise a one-line NsysmoeError naming it."""
+    where = f"{source}: rule {number}"
+    if not isinstance(entry, dict):
+        raise NsysmoeError(f"{where}: expected a [[rule]] table; {_FORMAT_HINT}")
+    missing = [key for key in _REQUIRED_KEYS if key not in entry]
+    if missing:
+        raise NsysmoeError(f"{where}: missing key(s) {', '.join(missing)}; add them")
+    unknown = sorted(set(entry) - _RULE_KEYS)
+    if unknown:
+        allowed = ", ".join(sorted(_RULE_KEYS))
+        raise NsysmoeError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    values = {key: entry.get(key, "") for key in _RULE_KEYS}
+    wrong = [key for key, value in values.items() if not isinstance(value, str)]
+    if wrong:
+        raise NsysmoeError(f"{where}: {', '.join(sorted(wrong))} must be a string")
+    try:
+        return Rule(values["class"], values["subclass"], values["pattern"], values["note"])
+    except NsysmoeError as exc:
+        raise NsysmoeError(f"{where} (subclass {values['subclass']!r}): {exc}") from exc
+
+
+def parse_rules(text: str, source: str) -> RuleSet:
+    """Parse rule-file text; ``source`` names the file in every error message."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise NsysmoeError(f"{source}: not valid TOML ({exc}); fix the syntax") from exc
+    version = doc.get("version", 1)
+    if version != 1:
+        raise NsysmoeError(f"{source}: unsupported version {version!r}; set version = 1")
+    entries = doc.get("rule", [])
+    if not isinstance(entries, list):
+        raise NsysmoeError(f"{source}: 'rule' must be an array of [[rule]] tables; {_FORMAT_HINT}")
+    rules = tuple(_rule_from_table(e, i, source) for i, e in enumerate(entries, start=1))
+    return RuleSet(rules=rules, source=source)
+
+
+@lru_cache(maxsize=1)
+def default_rules() -> RuleSet:
+    """The packaged default table; cached because every analysis starts from it."""
+    resource = files("nsysmoe") / "rules" / "default.toml"
+    return parse_rules(resource.read_text(encoding="utf-8"), str(resource))
+
+
+def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:
+    """Load a user rule file; with ``extend_default`` its rules go FIRST, then the defaults.
+
+    User rules first because first match wins: that is how a user re-labels a name the defaults
+    already classify (e.g. HybridEP's generic ``permute_kernel`` as communication glue).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NsysmoeError(f"{path}: rule file not found; check the path") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NsysmoeError(f"{path}: cannot read rule file ({exc}); check the file") from exc
+    user = parse_rules(text, str(path))
+    if not extend_default:
+        return user
+    base = default_rules()
+    return RuleSet(rules=user.rules + base.rules, source=f"{user.source}, {base.source}")
+
+
+def _match(name: str, rules: tuple[Rule, ...]) -> tuple[str, str, int]:
+    """First matching rule as (class, subclass, index), or UNCLASSIFIED with index -1."""
+    for index, rule in enumerate(rules):
+        if rule.regex.search(name):
+            return rule.klass, rule.subclass, index
+    return UNCLASSIFIED[0], UNCLASSIFIED[1], -1
+
+
+def classify_names(names: pl.Series | Iterable[str], rules: RuleSet) -> pl.DataFrame:
+    """Classify each distinct non-null name once (traces repeat a few hundred names 10^5 times).
+
+    Returns one row per unique name, in first-seen order: ``name`` (str), ``class`` (str),
+    ``subclass`` (str), ``rule_index`` (int32: position in ``rules.rules``, -1 = no rule matched).
+    """
+    series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String)
+    unique = series.cast(pl.String).drop_nulls().unique(maintain_order=True).to_list()
+    matched = [_match(name, rules.rules) for name in unique]
+    return pl.DataFrame(
+        {
+            "name": unique,
+            "class": [m[0] for m in matched],
+            "subclass": [m[1] for m in matched],
+            "rule_index": [m[2] for m in matched],
+        },
+        schema={
+            "name": pl.String,
+            "class": pl.String,
+            "subclass": pl.String,
+            "rule_index": pl.Int32,
+        },
+    )
+
+
+def classify(df: pl.DataFrame, rules: RuleSet, name_col: str = "name") -> pl.DataFrame:
+    """Return ``df`` with ``class`` and ``subclass`` columns (replaced if present), rows in order.
+
+    The regexes run once per unique name; rows get their labels by a hash lookup on the name, so
+    cost grows with distinct names, not kernels. Null names are ``other``/``unclassified``.
+    """
+    if name_col not in df.columns:
+        raise NsysmoeError(
+            f"no column {name_col!r} to classify (columns: {', '.join(df.columns)}); pass name_col="
+        )
+    table = classify_names(df.get_column(name_col), rules)
+    key = pl.col(name_col).cast(pl.String)
+    return df.with_columns(
+        key.replace_strict(table["name"], table[col], default=fallback, return_dtype=pl.String)
+        .fill_null(fallback)
+        .alias(col)
+        for col, fallback in (("class", UNCLASSIFIED[0]), ("subclass", UNCLASSIFIED[1]))
+    )
