@@ -6,7 +6,6 @@ Memory evidence comes only from what was captured (CUDA memory-usage events, OOM
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -15,7 +14,7 @@ import polars as pl
 MEMORY_PEAK_PCT = 90.0  # peak allocated bytes / GPU memory
 COMM_EXPOSED_PCT = 10.0  # exposed communication / span
 HOST_IDLE_PCT = 15.0  # GPU idle (no kernel, no copy) / span
-OOM_PATTERN = re.compile(r"out of memory|outofmemory|\boom\b", re.IGNORECASE)
+OOM_PATTERN = r"(?i)out of memory|outofmemory|\boom\b"  # polars (Rust) regex syntax
 
 #: What the seeds recommend for each wall (docs/domain.md, Megatron-Core MoE paper).
 KNOBS: dict[str, tuple[str, ...]] = {
@@ -92,7 +91,7 @@ def memory_evidence(
         ev["gpu_memory_bytes"] = total_memory
         ev["peak_memory_pct"] = _pct(peak, total_memory) if total_memory else None
     if nvtx_names is not None and len(nvtx_names):
-        ev["oom_markers"] = int(nvtx_names.str.contains(OOM_PATTERN.pattern).sum())
+        ev["oom_markers"] = int(nvtx_names.str.contains(OOM_PATTERN).sum())
     return ev
 
 
