@@ -1,6 +1,8 @@
-"""One trace in, one :class:`~nsysmoe.result.TraceAnalysis` out: classify, then measure."""
+"""One trace in, one :class:`~nsysmoe.result.TraceAnalysis` out: classify, scope, then measure."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -9,14 +11,35 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import WHOLE_TRACE, Window, per_gpu
+from nsysmoe.measure.steps import Steps, detect_steps, select_steps, step_windows
 from nsysmoe.model import Trace
-from nsysmoe.result import TraceAnalysis
+from nsysmoe.result import ITERATION_SCHEMA, TraceAnalysis
 
 TOP_UNCLASSIFIED = 10
+MEMORY_KEYS = (
+    "memory_usage", "peak_allocated_bytes", "gpu_memory_bytes", "peak_memory_pct", "oom_markers",
+)  # fmt: skip
 
 
-def classified_kernels(trace: Trace, rules: RuleSet) -> pl.DataFrame:
-    return classify(trace.kernels, rules)
+@dataclass(frozen=True)
+class Scope:
+    """What part of the trace to measure.
+
+    A time ``window`` wins; else with ``steady`` the iterations found by ``step_pattern`` minus
+    ``skip`` warm-up steps, limited to [first, last] and to ``numbers`` when given; else the
+    whole trace. Iterations are detected in every case, for the per-iteration table.
+    """
+
+    window: Window = WHOLE_TRACE
+    steady: bool = False
+    step_pattern: str | None = None
+    skip: int = 0
+    first: int | None = None
+    last: int | None = None
+    numbers: tuple[int, ...] | None = None
+
+
+WHOLE = Scope()
 
 
 def busiest_unclassified(kernels: pl.DataFrame, top: int = TOP_UNCLASSIFIED) -> pl.DataFrame:
@@ -33,55 +56,90 @@ def busiest_unclassified(kernels: pl.DataFrame, top: int = TOP_UNCLASSIFIED) -> 
     )
 
 
+def resolve_scope(steps: Steps, scope: Scope) -> tuple[Window, str, list[int]]:
+    """The analysis window, its description for the report, and the iterations inside it."""
+    if scope.window.bounded:
+        w = scope.window
+        kept = [s for s, sw in step_windows(steps, steps.numbers) if _inside(sw, w)]
+        return w, "time window", kept
+    if not scope.steady:
+        return WHOLE_TRACE, "whole trace", steps.numbers
+    sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last)
+    kept = sel.steps if scope.numbers is None else [s for s in sel.steps if s in scope.numbers]
+    if kept != sel.steps:
+        sel = select_steps(steps, first=kept[0], last=kept[-1]) if kept else sel
+    return sel.window, sel.description, kept
+
+
+def _inside(inner: Window, outer: Window) -> bool:
+    lo, hi = outer.bounds()
+    return inner.start_ns is not None and inner.start_ns >= lo and (inner.end_ns or 0) <= hi
+
+
 def analyze_trace(
-    trace: Trace, *, rules: RuleSet | None = None, window: Window = WHOLE_TRACE
+    trace: Trace, *, rules: RuleSet | None = None, scope: Scope = WHOLE
 ) -> TraceAnalysis:
+    if trace.kernels.is_empty():
+        raise NsysmoeError(f"{trace.path}: the export holds no CUDA kernels; nothing to measure")
     rules = rules or default_rules()
-    kernels = classified_kernels(trace, rules)
+    kernels = classify(trace.kernels, rules)
+    steps = detect_steps(trace, scope.step_pattern)
+    window, window_text, kept = resolve_scope(steps, scope)
     gpus, classes = per_gpu(kernels, trace.memops, window)
-    if gpus.is_empty() or int(gpus["kernels"].sum()) == 0 and window.bounded:
-        lo, hi = window.start_ns, window.end_ns
+    if int(gpus["kernels"].sum()) == 0:
         raise NsysmoeError(
-            f"{trace.path}: no GPU work in the window [{lo}, {hi}) ns; widen --window "
-            "(the trace's GPU work spans "
+            f"{trace.path}: no GPU work in the window [{window.start_ns}, {window.end_ns}) ns; "
+            "widen --window (GPU work spans "
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
     gpus = gpus.join(
         trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left"
     ).select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
-    nvtx = nvtx_totals(trace.nvtx, window)
     gpu_walls = tuple(_gpu_wall(trace, row) for row in gpus.iter_rows(named=True))
-    mem_any = [w.evidence for w in gpu_walls]
-    trace_memory = max(mem_any, key=lambda e: e.get("peak_memory_pct") or 0) if mem_any else {}
-    memory_keys = (
-        "memory_usage",
-        "peak_allocated_bytes",
-        "gpu_memory_bytes",
-        "peak_memory_pct",
-        "oom_markers",
-    )
-    wall = walls.verdict(
-        int(gpus["span_ns"].sum()),
-        int(gpus["idle_ns"].sum()),
-        int(gpus["exposed_ns"].sum()),
-        {k: v for k, v in trace_memory.items() if k in memory_keys},
-    )
     return TraceAnalysis(
         path=trace.path,
         source_format=trace.source_format,
         schema_version=trace.schema_version,
         product_version=trace.product_version,
         window=window,
+        window_text=window_text,
         rules_source=rules.source,
         gpus=gpus,
         classes=classes,
-        nvtx=nvtx,
+        nvtx=nvtx_totals(trace.nvtx, window),
         unclassified=busiest_unclassified(window.select(kernels)),
+        iterations=per_iteration(kernels, trace.memops, steps, kept),
+        step_timeline=steps.timeline,
         gpu_walls=gpu_walls,
-        wall=wall,
+        wall=_trace_wall(gpus, gpu_walls),
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings,
     )
+
+
+def per_iteration(
+    kernels: pl.DataFrame, memops: pl.DataFrame, steps: Steps, kept: list[int]
+) -> pl.DataFrame:
+    """Step time and communication per iteration, all GPUs together, to show the spread."""
+    rows = []
+    periods = steps.table.group_by("step").agg(pl.col("step_ns").median())
+    period = dict(periods.iter_rows())
+    for number, w in step_windows(steps, kept):
+        gpus, _ = per_gpu(kernels, memops, w)
+        comm, hidden = int(gpus["comm_ns"].sum()), int(gpus["hidden_ns"].sum())
+        rows.append(
+            {
+                "step": number,
+                "start_ns": w.start_ns,
+                "step_ns": int(period[number]),
+                "comm_ns": comm,
+                "hidden_ns": hidden,
+                "exposed_ns": comm - hidden,
+                "hidden_pct": 100.0 * hidden / comm if comm else None,
+                "idle_ns": int(gpus["idle_ns"].sum()),
+            }
+        )
+    return pl.DataFrame(rows, schema=ITERATION_SCHEMA, orient="row")
 
 
 def _gpu_wall(trace: Trace, row: dict) -> walls.WallVerdict:
@@ -91,3 +149,19 @@ def _gpu_wall(trace: Trace, row: dict) -> walls.WallVerdict:
     names = trace.nvtx.filter(pl.col("pid") == row["pid"])["name"]
     mem = walls.memory_evidence(trace.memory_events.filter(key), total, names)
     return walls.verdict(row["span_ns"], row["idle_ns"], row["exposed_ns"], mem)
+
+
+def _trace_wall(gpus: pl.DataFrame, gpu_walls: tuple[walls.WallVerdict, ...]) -> walls.WallVerdict:
+    """The trace's verdict: summed evidence over GPUs, the worst GPU's memory evidence."""
+    evidences = [w.evidence for w in gpu_walls]
+    memory = max(evidences, key=lambda e: e.get("peak_memory_pct") or 0) if evidences else {}
+    oom = sum(int(e.get("oom_markers") or 0) for e in evidences)
+    memory = {k: v for k, v in memory.items() if k in MEMORY_KEYS} | (
+        {"oom_markers": oom} if oom else {}
+    )
+    return walls.verdict(
+        int(gpus["span_ns"].sum()),
+        int(gpus["idle_ns"].sum()),
+        int(gpus["exposed_ns"].sum()),
+        memory,
+    )

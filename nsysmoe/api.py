@@ -7,10 +7,10 @@ from pathlib import Path
 
 import polars as pl
 
-from nsysmoe.analyze import analyze_trace
+from nsysmoe.analyze import WHOLE, Scope, analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.io import load_trace
-from nsysmoe.measure.overlap import WHOLE_TRACE, Window
+from nsysmoe.measure.overlap import Window
 from nsysmoe.model import Trace
 from nsysmoe.result import TraceAnalysis
 
@@ -23,12 +23,18 @@ def load(path: str | Path) -> Trace:
 
 
 def analyze(
-    trace: str | Path | Trace, *, rules: RuleSet | None = None, window: Window = WHOLE_TRACE
+    trace: str | Path | Trace,
+    *,
+    rules: RuleSet | None = None,
+    window: Window | None = None,
+    scope: Scope = WHOLE,
 ) -> TraceAnalysis:
-    """Classify kernels and measure every GPU of one trace."""
+    """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``)."""
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
-    return analyze_trace(trace, rules=rules, window=window)
+    if window is not None:
+        scope = Scope(window=window)
+    return analyze_trace(trace, rules=rules, scope=scope)
 
 
 def kernel_summary(

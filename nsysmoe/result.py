@@ -12,6 +12,18 @@ from nsysmoe.measure.walls import WallVerdict
 JSON_SCHEMA = "nsysmoe.analysis"
 JSON_VERSION = 1
 
+#: Per-iteration table: one row per kept iteration, all GPUs of the trace together.
+ITERATION_SCHEMA = {
+    "step": pl.Int64,
+    "start_ns": pl.Int64,  # GPU start of the iteration
+    "step_ns": pl.Int64,  # GPU period (median over processes)
+    "comm_ns": pl.Int64,
+    "hidden_ns": pl.Int64,
+    "exposed_ns": pl.Int64,
+    "hidden_pct": pl.Float64,
+    "idle_ns": pl.Int64,
+}
+
 
 @dataclass(frozen=True)
 class TraceAnalysis:
@@ -20,7 +32,8 @@ class TraceAnalysis:
     ``gpus``: one row per GPU (pid, device, gpu_name and the metrics of
     :mod:`nsysmoe.measure.overlap`); ``classes``: per (pid, device, class) count/sum_ns/union_ns;
     ``nvtx``: CPU-side range totals (name, count, total_ns, min_ns, max_ns);
-    ``unclassified``: busiest kernel names no rule recognised (name, count, sum_ns).
+    ``unclassified``: busiest kernel names no rule recognised (name, count, sum_ns);
+    ``iterations``: per-iteration step time and communication (:data:`ITERATION_SCHEMA`).
     """
 
     path: str
@@ -28,11 +41,14 @@ class TraceAnalysis:
     schema_version: str | None
     product_version: str | None
     window: Window
+    window_text: str
     rules_source: str
     gpus: pl.DataFrame
     classes: pl.DataFrame
     nvtx: pl.DataFrame
     unclassified: pl.DataFrame
+    iterations: pl.DataFrame
+    step_timeline: str
     gpu_walls: tuple[WallVerdict, ...]
     wall: WallVerdict
     not_captured: dict[str, str] = field(default_factory=dict)
@@ -57,12 +73,18 @@ class TraceAnalysis:
             "format": self.source_format,
             "schema_version": self.schema_version,
             "product_version": self.product_version,
-            "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns},
+            "window": {
+                "start_ns": self.window.start_ns,
+                "end_ns": self.window.end_ns,
+                "description": self.window_text,
+            },
             "rules": self.rules_source,
             "gpus": gpus,
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
             "wall": self.wall.to_dict(),
             "unclassified": self.unclassified.to_dicts(),
+            "iterations": self.iterations.to_dicts(),
+            "iteration_timeline": self.step_timeline,
             "not_captured": self.not_captured,
             "warnings": list(self.warnings),
         }

@@ -127,10 +127,22 @@ def shorten(name: str, width: int = 90) -> str:
 def window_text(a: TraceAnalysis) -> str:
     w = a.window
     if not w.bounded:
-        return "whole trace"
+        return a.window_text
     lo = "start" if w.start_ns is None else f"{w.start_ns:,} ns"
     hi = "end" if w.end_ns is None else f"{w.end_ns:,} ns"
-    return f"[{lo}, {hi})"
+    return f"{a.window_text}: [{lo}, {hi})"
+
+
+def iteration_table(a: TraceAnalysis) -> Table:
+    header = ("iteration", "step ms", "comm ms", "hidden ms", "exposed ms", "hidden %", "idle ms")
+    rows = tuple(
+        (str(r["step"]), ms(r["step_ns"]), ms(r["comm_ns"]), ms(r["hidden_ns"]),
+         ms(r["exposed_ns"]), pct(r["hidden_pct"]), ms(r["idle_ns"]))
+        for r in a.iterations.iter_rows(named=True)
+    )  # fmt: skip
+    where = "GPU" if a.step_timeline == "gpu" else "CPU"
+    title = f"Per iteration (all GPUs together; step = {where} period)"
+    return Table(title, header, rows, (False,) + (True,) * 6)
 
 
 def source_text(a: TraceAnalysis) -> str:

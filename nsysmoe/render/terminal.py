@@ -6,6 +6,7 @@ from nsysmoe.render.tables import (
     Table,
     class_table,
     gpu_table,
+    iteration_table,
     nvtx_table,
     source_text,
     unclassified_table,
@@ -44,6 +45,8 @@ def _one(a: TraceAnalysis) -> str:
         "\n".join(wall_lines(a)),
         format_table(class_table(a)),
     ]
+    if not a.iterations.is_empty():
+        parts.append(format_table(iteration_table(a)))
     if not a.nvtx.is_empty():
         parts.append(format_table(nvtx_table(a)))
     if not a.unclassified.is_empty():

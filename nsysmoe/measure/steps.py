@@ -1,0 +1,160 @@
+"""Training iterations from NVTX ranges, mapped onto the GPU timeline, and the steady window.
+
+The CPU runs ahead of the GPU (hundreds of ms in real traces), so a step's CPU range is not its GPU
+time. A step's GPU work is every kernel/copy whose launching API call (any thread of the process)
+started inside the step's CPU range; step *i* owns the GPU timeline from its first op's start to
+the next step's first op's start (the last step: to its last op's end). Without CUDA API rows the
+CPU times are used, and the report says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.measure.overlap import Window
+from nsysmoe.model import Trace
+
+#: ``iteration 12``, ``iter_3``, ``step 7``, ``train_step 2``, ``ProfilerStep#551``
+DEFAULT_STEP_PATTERN = (
+    r"(?i)^\s*(?:iteration|iter|train_step|step|ProfilerStep)\s*[#:_ ]?\s*(\d+)\s*$"
+)
+
+STEP_SCHEMA = {
+    "pid": pl.Int64,
+    "step": pl.Int64,
+    "cpu_start": pl.Int64,
+    "cpu_end": pl.Int64,
+    "gpu_start": pl.Int64,
+    "gpu_end": pl.Int64,
+    "step_ns": pl.Int64,  # GPU period: next step's GPU start − this step's (last: its GPU span)
+}
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Detected iterations per process. ``timeline`` is "gpu" (projected) or "cpu" (fallback)."""
+
+    table: pl.DataFrame
+    pattern: str
+    timeline: str
+
+    @property
+    def numbers(self) -> list[int]:
+        return sorted(self.table["step"].unique().to_list())
+
+
+def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
+    """Find iteration ranges by name; a capture group in the pattern gives the step number."""
+    pattern = pattern or DEFAULT_STEP_PATTERN
+    if pl.Series([""]).str.extract(pattern, 1).dtype is None:  # pragma: no cover - polars guard
+        raise NsysmoeError(f"bad --step-range pattern {pattern!r}")
+    try:
+        named = trace.nvtx.with_columns(pl.col("name").str.extract(pattern, 1).alias("num"))
+    except pl.exceptions.ComputeError as exc:
+        raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {exc}") from None
+    ranges = named.filter(pl.col("num").is_not_null() & ~pl.col("cross_thread"))
+    if ranges.is_empty():
+        return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none")
+    ranges = (
+        ranges.select("pid", pl.col("num").cast(pl.Int64).alias("step"), "start", "end")
+        .rename({"start": "cpu_start", "end": "cpu_end"})
+        .unique(["pid", "step"], keep="first")
+        .sort("pid", "cpu_start")
+    )
+    ops = _launched_ops(trace)
+    if ops.is_empty():
+        table = ranges.with_columns(gpu_start=pl.col("cpu_start"), gpu_end=pl.col("cpu_end"))
+        return Steps(_with_periods(table), pattern, "cpu")
+    owned = (
+        ops.join_asof(
+            ranges, left_on="api_start", right_on="cpu_start", by="pid", check_sortedness=False
+        )
+        .filter(pl.col("step").is_not_null() & (pl.col("api_start") < pl.col("cpu_end")))
+        .group_by("pid", "step")
+        .agg(pl.col("start").min().alias("gpu_start"), pl.col("end").max().alias("gpu_end"))
+    )
+    table = ranges.join(owned, on=["pid", "step"], how="inner")
+    return Steps(_with_periods(table), pattern, "gpu")
+
+
+def _launched_ops(trace: Trace) -> pl.DataFrame:
+    """GPU ops with their launching API call's start, sorted for an as-of join."""
+    ops = pl.concat(
+        [
+            trace.kernels.select("pid", "corr_id", "start", "end"),
+            trace.memops.select("pid", "corr_id", "start", "end"),
+        ]
+    ).drop_nulls("corr_id")
+    api = trace.runtime.select("pid", "corr_id", pl.col("start").alias("api_start")).unique(
+        ["pid", "corr_id"]
+    )
+    return ops.join(api, on=["pid", "corr_id"], how="inner").sort("pid", "api_start")
+
+
+def _with_periods(table: pl.DataFrame) -> pl.DataFrame:
+    table = table.sort("pid", "step")
+    nxt = pl.col("gpu_start").shift(-1).over("pid")
+    return (
+        table.with_columns(
+            pl.when(nxt.is_not_null() & (nxt > pl.col("gpu_start")))
+            .then(nxt - pl.col("gpu_start"))
+            .otherwise(pl.col("gpu_end") - pl.col("gpu_start"))
+            .alias("step_ns")
+        )
+        .select(list(STEP_SCHEMA))
+        .cast(STEP_SCHEMA)
+    )
+
+
+@dataclass(frozen=True)
+class StepSelection:
+    """Which iterations form the steady window, and why (stated in every report)."""
+
+    steps: list[int]
+    window: Window
+    description: str
+
+
+def select_steps(
+    steps: Steps, *, skip: int = 0, first: int | None = None, last: int | None = None
+) -> StepSelection:
+    """Skip ``skip`` warm-up iterations, then keep step numbers in [first, last]."""
+    numbers = steps.numbers
+    if not numbers:
+        raise NsysmoeError("no iteration ranges found; pass --step-range REGEX or --window")
+    kept = numbers[skip:]
+    kept = [n for n in kept if (first is None or n >= first) and (last is None or n <= last)]
+    if not kept:
+        raise NsysmoeError(
+            f"no iterations left in the window (found steps {numbers[0]}–{numbers[-1]}, "
+            f"skip {skip}, range {first}–{last}); adjust --skip or --window"
+        )
+    chosen = steps.table.filter(pl.col("step").is_in(kept))
+    window = Window(int(chosen["gpu_start"].min()), int(_step_ends(steps.table, kept).max()))
+    where = "GPU timeline" if steps.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
+    desc = (
+        f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} found; "
+        f"{numbers.index(kept[0])} skipped as warm-up), on the {where}"
+    )
+    return StepSelection(kept, window, desc)
+
+
+def _step_ends(table: pl.DataFrame, kept: list[int]) -> pl.Series:
+    """Each process's end of its last kept step (the start of the next, or its last op's end)."""
+    rows = table.filter(pl.col("step").is_in(kept))
+    return (rows["gpu_start"] + rows["step_ns"]).cast(pl.Int64)
+
+
+def step_windows(steps: Steps, kept: list[int]) -> list[tuple[int, Window]]:
+    """Per kept step number, the GPU window it owns (across processes: earliest start, latest
+    end)."""
+    rows = steps.table.filter(pl.col("step").is_in(kept)).with_columns(
+        (pl.col("gpu_start") + pl.col("step_ns")).alias("owned_end")
+    )
+    agg = (
+        rows.group_by("step").agg(pl.col("gpu_start").min(), pl.col("owned_end").max()).sort("step")
+    )
+    return [(s, Window(int(a), int(b))) for s, a, b in agg.iter_rows()]
