@@ -56,19 +56,20 @@ def busiest_unclassified(kernels: pl.DataFrame, top: int = TOP_UNCLASSIFIED) -> 
     )
 
 
-def resolve_scope(steps: Steps, scope: Scope) -> tuple[Window, str, list[int]]:
-    """The analysis window, its description for the report, and the iterations inside it."""
+def resolve_scope(steps: Steps, scope: Scope) -> tuple[Window, Window, str, list[int]]:
+    """The GPU window, the CPU window (for CPU-side NVTX totals), the window's description for
+    the report, and the iterations inside it."""
     if scope.window.bounded:
         w = scope.window
         kept = [s for s, sw in step_windows(steps, steps.numbers) if _inside(sw, w)]
-        return w, "time window", kept
+        return w, w, "time window", kept
     if not scope.steady:
-        return WHOLE_TRACE, "whole trace", steps.numbers
+        return WHOLE_TRACE, WHOLE_TRACE, "whole trace", steps.numbers
     sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last)
     kept = sel.steps if scope.numbers is None else [s for s in sel.steps if s in scope.numbers]
     if kept != sel.steps:
         sel = select_steps(steps, first=kept[0], last=kept[-1]) if kept else sel
-    return sel.window, sel.description, kept
+    return sel.window, sel.cpu_window, sel.description, kept
 
 
 def _inside(inner: Window, outer: Window) -> bool:
@@ -84,7 +85,7 @@ def analyze_trace(
     rules = rules or default_rules()
     kernels = classify(trace.kernels, rules)
     steps = detect_steps(trace, scope.step_pattern)
-    window, window_text, kept = resolve_scope(steps, scope)
+    window, cpu_window, window_text, kept = resolve_scope(steps, scope)
     gpus, classes = per_gpu(kernels, trace.memops, window)
     if int(gpus["kernels"].sum()) == 0:
         raise NsysmoeError(
@@ -102,11 +103,12 @@ def analyze_trace(
         schema_version=trace.schema_version,
         product_version=trace.product_version,
         window=window,
+        cpu_window=cpu_window,
         window_text=window_text,
         rules_source=rules.source,
         gpus=gpus,
         classes=classes,
-        nvtx=nvtx_totals(trace.nvtx, window),
+        nvtx=nvtx_totals(trace.nvtx, cpu_window),
         unclassified=busiest_unclassified(window.select(kernels)),
         iterations=per_iteration(kernels, trace.memops, steps, kept),
         step_timeline=steps.timeline,

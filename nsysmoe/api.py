@@ -9,6 +9,9 @@ import polars as pl
 
 from nsysmoe.analyze import WHOLE, Scope, analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
+from nsysmoe.compare import Comparison
+from nsysmoe.compare import compare as run_compare
+from nsysmoe.compare.side import STEADY
 from nsysmoe.io import load_trace
 from nsysmoe.measure.overlap import Window
 from nsysmoe.model import Trace
@@ -35,6 +38,34 @@ def analyze(
     if window is not None:
         scope = Scope(window=window)
     return analyze_trace(trace, rules=rules, scope=scope)
+
+
+def analysis_values(result: TraceAnalysis) -> dict[str, float | None]:
+    """Flat values of one analysis for ``--fail-if`` (all GPUs together)."""
+    g = result.gpus
+    comm, span = int(g["comm_ns"].sum()), int(g["span_ns"].sum())
+    return {
+        "hidden_pct": 100.0 * int(g["hidden_ns"].sum()) / comm if comm else None,
+        "min_gpu_hidden_pct": g["hidden_pct"].min(),
+        "exposed_ns": float(g["exposed_ns"].sum()),
+        "exposed_pct_of_span": 100.0 * int(g["exposed_ns"].sum()) / span if span else None,
+        "idle_pct_of_span": 100.0 * int(g["idle_ns"].sum()) / span if span else None,
+        "comm_gemm_attn_ns": float(g["comm_gemm_attn_ns"].sum()),
+        "kernels": float(g["kernels"].sum()),
+    }
+
+
+def compare(
+    off: str | Path | Trace,
+    on: str | Path | Trace,
+    *,
+    rules: RuleSet | None = None,
+    scope: Scope = STEADY,
+) -> Comparison:
+    """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.compare`)."""
+    off = off if isinstance(off, Trace) else load_trace(off)
+    on = on if isinstance(on, Trace) else load_trace(on)
+    return run_compare(off, on, rules=rules, scope=scope)
 
 
 def kernel_summary(

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from nsysmoe import __version__
+from nsysmoe.analyze import Scope
 from nsysmoe.classify import RuleSet, default_rules, load_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.overlap import Window
@@ -26,18 +27,48 @@ def parse_time_ns(text: str) -> int:
     return round(float(m.group(1)) * UNITS_NS[m.group(2) or "ns"])
 
 
-def parse_window(ctx: click.Context, param: click.Parameter, text: str | None) -> Window:
-    """``START:END`` on the trace timeline; units ns (default), us, ms, s; a side may be empty."""
+_ITERS = re.compile(r"^\s*(?:iter(?:ations?)?:)?\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+def parse_window(
+    ctx: click.Context, param: click.Parameter, text: str | None
+) -> Window | tuple[int, int] | None:
+    """``START:END`` on the timeline (units ns default, us, ms, s; a side may be empty), or
+    ``FIRST-LAST`` iterations (inclusive)."""
     if text is None:
-        return Window()
+        return None
+    m = _ITERS.match(text)
+    if m:
+        first, last = int(m.group(1)), int(m.group(2))
+        if last < first:
+            raise click.BadParameter(f"empty iteration range {text!r}: LAST must be ≥ FIRST")
+        return first, last
     if ":" not in text:
-        raise click.BadParameter("use START:END, e.g. 2s:5s, 2s: or :500ms")
+        raise click.BadParameter("use START:END (e.g. 2s:5s, 2s:, :500ms) or iterations 5-20")
     lo_text, hi_text = text.split(":", 1)
     lo = parse_time_ns(lo_text) if lo_text.strip() else None
     hi = parse_time_ns(hi_text) if hi_text.strip() else None
     if lo is not None and hi is not None and hi <= lo:
         raise click.BadParameter(f"empty window {text!r}: END must be after START")
     return Window(lo, hi)
+
+
+def make_scope(
+    window: Window | tuple[int, int] | None, skip: int | None, step_range: str | None, ab: bool
+) -> Scope:
+    """Single traces default to the whole trace, A/B to the steady window (1 warm-up skipped)."""
+    if isinstance(window, Window):
+        return Scope(window=window, step_pattern=step_range)
+    first, last = window if window else (None, None)
+    steady = ab or window is not None or skip is not None
+    default_skip = 1 if ab and window is None else 0
+    return Scope(
+        steady=steady,
+        step_pattern=step_range,
+        skip=default_skip if skip is None else skip,
+        first=first,
+        last=last,
+    )
 
 
 def _rules(path: Path | None, replace: bool) -> RuleSet:
@@ -67,8 +98,13 @@ def cli() -> None:
 @click.option(
     "--window",
     callback=parse_window,
-    help="Analyse only [START, END) of the timeline, e.g. 2s:5s (units ns/us/ms/s).",
+    help="Iterations FIRST-LAST (e.g. 5-20) or time START:END (e.g. 2s:5s; ns/us/ms/s).",
 )
+@click.option("--skip", type=click.IntRange(min=0), help="Warm-up iterations to skip [A/B: 1].")
+@click.option("--step-range", help="Regex naming iteration ranges; group 1 = number.")
+@click.option("--whole-trace", is_flag=True, help="A/B over the whole traces, not steady steps.")
+@click.option("--strict", is_flag=True, help="A/B: a broken measurement contract is an error.")
+@click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option(
     "-o",
     "--output",
@@ -80,21 +116,49 @@ def cli() -> None:
 def analyze(
     traces: tuple[str, ...],
     fmt: str,
-    window: Window,
+    window: Window | tuple[int, int] | None,
+    skip: int | None,
+    step_range: str | None,
+    whole_trace: bool,
+    strict: bool,
+    fail_if: tuple[str, ...],
     output: Path | None,
     rules_path: Path | None,
     rules_replace: bool,
 ) -> None:
     """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
 
+    One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict.
     TRACES are `nsys export --type sqlite` files (or .nsys-rep when nsys is on PATH).
     """
-    from nsysmoe.api import analyze as run_analysis
-    from nsysmoe.render import RENDERERS
+    from nsysmoe import api
+    from nsysmoe.render import COMPARISON_RENDERERS, RENDERERS
 
+    if len(traces) > 2:
+        raise click.UsageError("give one trace, or two to compare (OFF ON)")
     rules = _rules(rules_path, rules_replace)
-    analyses = [run_analysis(t, rules=rules, window=window) for t in traces]
-    _emit(RENDERERS[fmt](analyses), output)
+    ab = len(traces) == 2 and not whole_trace
+    scope = make_scope(window, skip, step_range, ab)
+    if len(traces) == 1:
+        result = api.analyze(traces[0], rules=rules, scope=scope)
+        _emit(RENDERERS[fmt]([result]), output)
+        _check_fail_if(fail_if, api.analysis_values(result))
+        return
+    comparison = api.compare(traces[0], traces[1], rules=rules, scope=scope)
+    _emit(COMPARISON_RENDERERS[fmt](comparison), output)
+    if strict and not comparison.contract.matched:
+        raise NsysmoeError(f"--strict: measurement contract {comparison.contract.summary()}")
+    _check_fail_if(fail_if, comparison.values())
+
+
+def _check_fail_if(conditions: tuple[str, ...], values: dict[str, float | None]) -> None:
+    from nsysmoe.compare.verdict import failing, parse_condition
+
+    parsed = [parse_condition(c, set(values)) for c in conditions]
+    hits = failing(parsed, values)
+    if hits:
+        click.echo("nsysmoe: --fail-if: " + "; ".join(hits), err=True)
+        sys.exit(1)
 
 
 @cli.command()

@@ -41,6 +41,7 @@ class TraceAnalysis:
     schema_version: str | None
     product_version: str | None
     window: Window
+    cpu_window: Window
     window_text: str
     rules_source: str
     gpus: pl.DataFrame
@@ -77,6 +78,8 @@ class TraceAnalysis:
                 "start_ns": self.window.start_ns,
                 "end_ns": self.window.end_ns,
                 "description": self.window_text,
+                "cpu_start_ns": self.cpu_window.start_ns,
+                "cpu_end_ns": self.cpu_window.end_ns,
             },
             "rules": self.rules_source,
             "gpus": gpus,

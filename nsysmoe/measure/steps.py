@@ -114,7 +114,8 @@ class StepSelection:
     """Which iterations form the steady window, and why (stated in every report)."""
 
     steps: list[int]
-    window: Window
+    window: Window  # GPU timeline
+    cpu_window: Window  # the kept iterations' CPU ranges, for CPU-side NVTX totals
     description: str
 
 
@@ -134,12 +135,13 @@ def select_steps(
         )
     chosen = steps.table.filter(pl.col("step").is_in(kept))
     window = Window(int(chosen["gpu_start"].min()), int(_step_ends(steps.table, kept).max()))
+    cpu_window = Window(int(chosen["cpu_start"].min()), int(chosen["cpu_end"].max()))
     where = "GPU timeline" if steps.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
     desc = (
         f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} found; "
         f"{numbers.index(kept[0])} skipped as warm-up), on the {where}"
     )
-    return StepSelection(kept, window, desc)
+    return StepSelection(kept, window, cpu_window, desc)
 
 
 def _step_ends(table: pl.DataFrame, kept: list[int]) -> pl.Series:

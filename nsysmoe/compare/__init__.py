@@ -1,0 +1,111 @@
+"""A/B comparison of two traces (overlap off vs on): metrics, contract check and verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from nsysmoe.analyze import Scope
+from nsysmoe.classify import RuleSet
+from nsysmoe.compare.contract import Contract, check_contract
+from nsysmoe.compare.metrics import (
+    MetricRow,
+    per_gpu_rows,
+    summary_rows,
+    top_kernel_changes,
+    top_nvtx_changes,
+)
+from nsysmoe.compare.side import Side, measure_side
+from nsysmoe.compare.verdict import Verdict, judge, noise_floor
+from nsysmoe.measure.steps import detect_steps
+from nsysmoe.model import Trace
+
+#: metric key → per-iteration column and whether its noise is relative (%) or absolute (points)
+JUDGED = {"step_time_ns": ("step_ns", True), "exposed_ns": ("exposed_ns", True),
+          "hidden_pct": ("hidden_pct", False)}  # fmt: skip
+JSON_SCHEMA = "nsysmoe.comparison"
+JSON_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Comparison:
+    off: Side
+    on: Side
+    contract: Contract
+    rows: tuple[MetricRow, ...]
+    verdicts: tuple[Verdict, ...]
+    per_gpu: pl.DataFrame
+    kernel_changes: pl.DataFrame
+    nvtx_changes: pl.DataFrame
+
+    def row(self, key: str) -> MetricRow:
+        return next(r for r in self.rows if r.key == key)
+
+    def values(self) -> dict[str, float | None]:
+        """Flat values for ``--fail-if``: ``KEY`` (on side), ``KEY_off``, ``KEY_delta`` and
+        ``KEY_delta_pct`` for every metric row; plus short aliases for the common ones."""
+        out: dict[str, float | None] = {}
+        for r in self.rows:
+            if r.key.startswith("nvtx:"):
+                continue
+            out[r.key] = r.on
+            out[f"{r.key}_off"] = r.off
+            out[f"{r.key}_delta"] = r.delta
+            out[f"{r.key}_delta_pct"] = r.delta_pct
+        out["step_time_delta_pct"] = out["step_time_ns_delta_pct"]
+        out["exposed_delta_pct"] = out["exposed_ns_delta_pct"]
+        out["gemm_inflation_pct"] = out["gemm_sum_ns_delta_pct"]
+        out["attention_inflation_pct"] = out["attention_sum_ns_delta_pct"]
+        out["matched"] = 1.0 if self.contract.matched else 0.0
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "off": self.off.analysis.to_dict(),
+            "on": self.on.analysis.to_dict(),
+            "contract": {
+                "matched": self.contract.matched,
+                "checks": [c.to_dict() for c in self.contract.checks],
+                "dispatcher": {"off": self.off.dispatcher, "on": self.on.dispatcher},
+            },
+            "metrics": [r.to_dict() for r in self.rows],
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "per_gpu": self.per_gpu.to_dicts(),
+            "kernel_changes": self.kernel_changes.to_dicts(),
+            "nvtx_changes": self.nvtx_changes.to_dicts(),
+        }
+
+
+def common_scope(off: Trace, on: Trace, scope: Scope) -> Scope:
+    """For a steady window, keep the iteration numbers both sides have after the warm-up skip."""
+    if scope.window.bounded or not scope.steady or scope.numbers is not None:
+        return scope
+    a = detect_steps(off, scope.step_pattern).numbers[scope.skip :]
+    b = detect_steps(on, scope.step_pattern).numbers[scope.skip :]
+    common = tuple(n for n in a if n in set(b))
+    if not common:
+        return scope  # each side keeps its own window; the contract reports the mismatch
+    return replace(scope, numbers=common, skip=0)
+
+
+def compare(off: Trace, on: Trace, *, rules: RuleSet | None = None, scope: Scope) -> Comparison:
+    scope = common_scope(off, on, scope)
+    a = measure_side("off", off, rules=rules, scope=scope)
+    b = measure_side("on", on, rules=rules, scope=scope)
+    rows = tuple(summary_rows(a, b))
+    verdicts = []
+    for key, (col, relative) in JUDGED.items():
+        noise = noise_floor(a.analysis.iterations[col], b.analysis.iterations[col],
+                            relative=relative)  # fmt: skip
+        verdicts.append(judge(next(r for r in rows if r.key == key), noise))
+    return Comparison(
+        off=a,
+        on=b,
+        contract=check_contract(a, b),
+        rows=rows,
+        verdicts=tuple(verdicts),
+        per_gpu=per_gpu_rows(a, b),
+        kernel_changes=top_kernel_changes(a, b),
+        nvtx_changes=top_nvtx_changes(a, b),
+    )

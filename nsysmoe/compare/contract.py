@@ -1,0 +1,107 @@
+"""The measurement contract (seed workflow, Phase 0): only a comparison that holds is "matched".
+
+Same GPU model and count, same ranks, same dispatcher, the same kernels (name multiset and counts),
+the same NVTX range set and the same window length; only the variable under test may change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsysmoe.compare.side import Side
+
+SHOW = 3  # differing names listed per check
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    off: str
+    on: str
+    ok: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"check": self.name, "off": self.off, "on": self.on, "ok": self.ok,
+                "detail": self.detail}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Contract:
+    checks: tuple[Check, ...]
+
+    @property
+    def matched(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+    def summary(self) -> str:
+        if self.matched:
+            return "matched: " + ", ".join(c.name for c in self.checks) + " agree"
+        return "NOT matched: " + "; ".join(f"{c.name} differs ({c.detail or c.off + ' vs ' + c.on})"
+                                           for c in self.failures)  # fmt: skip
+
+
+def _same(name: str, off: object, on: object) -> Check:
+    return Check(name, str(off), str(on), off == on)
+
+
+def kernel_check(off: Side, on: Side) -> Check:
+    joined = off.kernel_names.select("name", pl.col("count").alias("off")).join(
+        on.kernel_names.select("name", pl.col("count").alias("on")), on="name", how="full",
+        coalesce=True,
+    ).fill_null(0)  # fmt: skip
+    diff = joined.filter(pl.col("off") != pl.col("on")).with_columns(
+        (pl.col("on") - pl.col("off")).abs().alias("gap")
+    )
+    total_off, total_on = int(joined["off"].sum()), int(joined["on"].sum())
+    if diff.is_empty():
+        return Check("kernels", f"{total_off:,}", f"{total_on:,}", True)
+    top = diff.sort(["gap", "name"], descending=[True, False]).head(SHOW)
+    examples = ", ".join(
+        f"{_short(r['name'])} {r['off']}→{r['on']}" for r in top.iter_rows(named=True)
+    )
+    detail = f"{len(diff)} kernel names differ in count (e.g. {examples})"
+    return Check("kernels", f"{total_off:,}", f"{total_on:,}", False, detail)
+
+
+def nvtx_check(off: Side, on: Side) -> Check:
+    a, b = set(off.nvtx["name"]), set(on.nvtx["name"])
+    if a == b:
+        return Check("NVTX ranges", f"{len(a)} names", f"{len(b)} names", True)
+    only_off = ", ".join(sorted(a - b)[:SHOW])
+    only_on = ", ".join(sorted(b - a)[:SHOW])
+    detail = f"{len(a - b)} only in off ({only_off}); {len(b - a)} only in on ({only_on})"
+    return Check("NVTX ranges", f"{len(a)} names", f"{len(b)} names", False, detail)
+
+
+def window_check(off: Side, on: Side) -> Check:
+    n_off, n_on = len(off.analysis.iterations), len(on.analysis.iterations)
+    return Check("window length", f"{n_off} iterations", f"{n_on} iterations", n_off == n_on)
+
+
+def check_contract(off: Side, on: Side) -> Contract:
+    return Contract(
+        (
+            _same(
+                "GPU model",
+                ", ".join(sorted(set(off.gpu_models))),
+                ", ".join(sorted(set(on.gpu_models))),
+            ),
+            _same("GPU count", len(off.gpu_models), len(on.gpu_models)),
+            _same("ranks", off.ranks, on.ranks),
+            _same("dispatcher", off.dispatcher, on.dispatcher),
+            kernel_check(off, on),
+            nvtx_check(off, on),
+            window_check(off, on),
+        )  # fmt: skip
+    )
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

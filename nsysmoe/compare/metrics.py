@@ -1,0 +1,135 @@
+"""The side-by-side metric rows of an A/B: off value, on value, Δ and Δ%."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsysmoe.compare.side import MOE_PHASE_PATTERN, Side
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One compared quantity. ``unit`` is "ns", "pct" (a percentage; Δ in points) or "count"."""
+
+    key: str
+    label: str
+    unit: str
+    off: float | int | None
+    on: float | int | None
+    better: str | None = None  # "lower" | "higher" | None (no direction)
+    note: str = ""
+
+    @property
+    def delta(self) -> float | int | None:
+        return None if self.off is None or self.on is None else self.on - self.off
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.delta is None or not self.off or self.unit == "pct":
+            return None
+        return 100.0 * self.delta / self.off
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "key": self.key, "label": self.label, "unit": self.unit, "off": self.off,
+            "on": self.on, "delta": self.delta, "delta_pct": self.delta_pct,
+            "better": self.better, "note": self.note,
+        }  # fmt: skip
+
+
+def _sum(side: Side, col: str) -> int:
+    return int(side.analysis.gpus[col].sum())
+
+
+def hidden_pct(side: Side) -> float | None:
+    comm = _sum(side, "comm_ns")
+    return 100.0 * _sum(side, "hidden_ns") / comm if comm else None
+
+
+def median_step_ns(side: Side) -> int | None:
+    it = side.analysis.iterations
+    return None if it.is_empty() else int(it["step_ns"].median())
+
+
+def _compute(side: Side, klass: str, col: str) -> int | None:
+    row = side.compute_kernels.filter(pl.col("class") == klass)
+    return None if row.is_empty() else int(row[col][0])
+
+
+def summary_rows(off: Side, on: Side) -> list[MetricRow]:
+    """All GPUs together (durations summed over GPUs; percentages from the sums)."""
+
+    def both(col: str) -> tuple[int, int]:
+        return _sum(off, col), _sum(on, col)
+
+    rows = [
+        MetricRow("step_time_ns", "median step time", "ns", median_step_ns(off),
+                  median_step_ns(on), "lower", "GPU period of an iteration"),
+        MetricRow("active_ns", "GPU-active interval union", "ns", *both("active_ns"), "lower"),
+        MetricRow("comm_ns", "communication union", "ns", *both("comm_ns"), "lower"),
+        MetricRow("comm_gemm_attn_ns", "communication concurrent with GEMM/attention", "ns",
+                  *both("comm_gemm_attn_ns"), "higher"),
+        MetricRow("hidden_pct", "communication hidden by compute", "pct", hidden_pct(off),
+                  hidden_pct(on), "higher", "|⋃comm ∩ ⋃compute| / |⋃comm|"),
+        MetricRow("exposed_ns", "exposed communication", "ns", *both("exposed_ns"), "lower"),
+        MetricRow("idle_ns", "GPU idle (span − active)", "ns", *both("idle_ns"), "lower"),
+        MetricRow("kernels", "kernel count", "count", *both("kernels")),
+    ]  # fmt: skip
+    for klass, label in (("gemm", "GEMM"), ("attention", "attention")):
+        rows += [
+            MetricRow(f"{klass}_sum_ns", f"{label} kernels, sum of durations", "ns",
+                      _compute(off, klass, "sum_ns"), _compute(on, klass, "sum_ns"), "lower",
+                      "compute inflation: hidden comm shares SMs"),
+            MetricRow(f"{klass}_median_ns", f"{label} kernel, median duration", "ns",
+                      _compute(off, klass, "median_ns"), _compute(on, klass, "median_ns"), "lower",
+                      "compute inflation"),
+        ]  # fmt: skip
+    return rows + phase_rows(off, on)
+
+
+def phase_rows(off: Side, on: Side) -> list[MetricRow]:
+    """CPU-side totals of the MoE dispatch/combine and NCCL NVTX ranges present on either side."""
+    both = off.nvtx.select("name", pl.col("total_ns").alias("off")).join(
+        on.nvtx.select("name", pl.col("total_ns").alias("on")), on="name", how="full",
+        coalesce=True,
+    ).filter(pl.col("name").str.contains(MOE_PHASE_PATTERN)).sort("name")  # fmt: skip
+    return [
+        MetricRow(f"nvtx:{r['name']}", f"NVTX {r['name']}", "ns", r["off"], r["on"], "lower",
+                  "CPU-side range total")
+        for r in both.iter_rows(named=True)
+    ]  # fmt: skip
+
+
+def per_gpu_rows(off: Side, on: Side) -> pl.DataFrame:
+    """GPUs paired by position (sorted by pid, device): pids differ between runs."""
+    cols = ["pid", "device", "hidden_pct", "exposed_ns", "comm_gemm_attn_ns", "active_ns"]
+    a = off.analysis.gpus.select(cols).with_row_index("gpu")
+    b = on.analysis.gpus.select(cols).with_row_index("gpu")
+    return a.join(b, on="gpu", how="full", suffix="_on", coalesce=True).rename(
+        {c: f"{c}_off" for c in cols}
+    )
+
+
+def top_kernel_changes(off: Side, on: Side, top: int = 10) -> pl.DataFrame:
+    """Kernel names whose summed duration changed most (name, class, off/on sum and count)."""
+    joined = off.kernel_names.join(
+        on.kernel_names, on=["name", "class"], how="full", suffix="_on", coalesce=True
+    ).fill_null(0)
+    return (
+        joined.rename({"sum_ns": "sum_ns_off", "count": "count_off"})
+        .with_columns((pl.col("sum_ns_on") - pl.col("sum_ns_off")).alias("delta_ns"))
+        .sort([pl.col("delta_ns").abs(), pl.col("name")], descending=[True, False])
+        .head(top)
+    )
+
+
+def top_nvtx_changes(off: Side, on: Side, top: int = 10) -> pl.DataFrame:
+    joined = off.nvtx.join(on.nvtx, on="name", how="full", suffix="_on", coalesce=True).fill_null(0)
+    return (
+        joined.rename({"total_ns": "total_ns_off", "count": "count_off"})
+        .with_columns((pl.col("total_ns_on") - pl.col("total_ns_off")).alias("delta_ns"))
+        .sort([pl.col("delta_ns").abs(), pl.col("name")], descending=[True, False])
+        .head(top)
+    )

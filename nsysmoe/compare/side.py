@@ -1,0 +1,103 @@
+"""One side of an A/B: the analysis plus what the comparison and its contract need."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsysmoe.analyze import Scope, analyze_trace
+from nsysmoe.classify import RuleSet, classify, default_rules
+from nsysmoe.measure.nvtx import display_name
+from nsysmoe.model import Trace
+from nsysmoe.result import TraceAnalysis
+
+#: NVTX ranges that carry MoE dispatch/combine phases (HybridEP executor, Megatron EP-overlap
+#: schedule) or NCCL calls; their totals are compared row by row.
+MOE_PHASE_PATTERN = r"(?i)in hybrid-ep$|^moe_(?:dispatch|combine)\b|dispatch|combine|^NCCL:"
+#: PyTorch emit_nvtx suffixes that change between runs: ``, op_id = 12``, ``, seq = 3``, shapes
+_NVTX_NOISE = re.compile(r",\s*(?:op_id|seq)\s*=\s*\d+|,\s*sizes\s*=\s*\[.*$")
+
+
+def normalize_nvtx_name(name: str) -> str:
+    return _NVTX_NOISE.sub("", name)
+
+
+def normalized_names() -> pl.Expr:
+    return display_name().str.replace_all(_NVTX_NOISE.pattern, "")
+
+
+@dataclass(frozen=True)
+class Side:
+    """An analysed trace over its window, with window-limited facts for the comparison.
+
+    ``kernel_names``: name, count, sum_ns, class (kernels in the window);
+    ``compute_kernels``: class, count, sum_ns, median_ns for GEMM and attention;
+    ``nvtx``: normalised name, count, total_ns (CPU side) of ranges in the window.
+    """
+
+    label: str
+    analysis: TraceAnalysis
+    kernel_names: pl.DataFrame
+    compute_kernels: pl.DataFrame
+    nvtx: pl.DataFrame
+    gpu_models: tuple[str, ...]
+    ranks: int
+    dispatcher: str
+
+
+def dispatcher_of(subclasses: set[str], names: pl.Series) -> str:
+    """The MoE token dispatcher the kernel names reveal (docs/domain.md, dispatcher table)."""
+    if any(s.startswith("hybridep") for s in subclasses):
+        return "HybridEP"
+    if any(s.startswith("deepep") for s in subclasses):
+        return "DeepEP"
+    if bool(names.str.contains("SendRecv").any()):
+        return "alltoall (NCCL SendRecv)"
+    return "none detected"
+
+
+STEADY = Scope(steady=True)
+
+
+def measure_side(
+    label: str, trace: Trace, *, rules: RuleSet | None = None, scope: Scope = STEADY
+) -> Side:
+    rules = rules or default_rules()
+    analysis = analyze_trace(trace, rules=rules, scope=scope)
+    window = analysis.window
+    kernels = window.select(classify(trace.kernels, rules))
+    dur = pl.col("end") - pl.col("start")
+    names = (
+        kernels.group_by("name", "class")
+        .agg(pl.len().cast(pl.Int64).alias("count"), dur.sum().alias("sum_ns"))
+        .sort("name")
+    )
+    compute = (
+        kernels.filter(pl.col("class").is_in(("gemm", "attention")))
+        .group_by("class")
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            dur.sum().alias("sum_ns"),
+            dur.median().alias("median_ns"),
+        )
+    )
+    nvtx = (
+        analysis.cpu_window.select(trace.nvtx)
+        .with_columns(normalized_names().alias("name"), dur.alias("dur"))
+        .group_by("name")
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("dur").sum().alias("total_ns"))
+        .sort("name")
+    )
+    models = tuple(sorted(str(g) if g else "unknown" for g in analysis.gpus["gpu_name"]))
+    return Side(
+        label=label,
+        analysis=analysis,
+        kernel_names=names,
+        compute_kernels=compute,
+        nvtx=nvtx,
+        gpu_models=models,
+        ranks=analysis.gpus["pid"].n_unique(),
+        dispatcher=dispatcher_of(set(kernels["subclass"].unique()), kernels["name"]),
+    )

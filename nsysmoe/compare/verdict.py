@@ -1,0 +1,96 @@
+"""Improvement, regression or no change — against a noise floor from the per-iteration spread —
+and the ``--fail-if`` conditions CI uses to set the exit code."""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsysmoe.compare.metrics import MetricRow
+from nsysmoe.errors import NsysmoeError
+
+#: robust standard deviation = 1.4826 · MAD; the floor is twice that, at least MIN_NOISE
+MAD_TO_SD = 1.4826
+MIN_NOISE = 1.0  # % (points for percentages)
+DEFAULT_NOISE = 2.0  # % (points) when a side has fewer than MIN_ITERATIONS
+MIN_ITERATIONS = 3
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: str
+    label: str
+    outcome: str  # "improvement" | "regression" | "no change" | "n/a"
+    change: float | None  # Δ% (or Δ points for percentages)
+    noise: float
+    noise_source: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"metric": self.key, "label": self.label, "outcome": self.outcome,
+                "change": self.change, "noise_floor": self.noise,
+                "noise_source": self.noise_source}  # fmt: skip
+
+
+def noise_floor(off: pl.Series, on: pl.Series, *, relative: bool) -> tuple[float, str]:
+    """2 × robust SD of the per-iteration values (relative to the median unless points)."""
+    if min(off.drop_nulls().len(), on.drop_nulls().len()) < MIN_ITERATIONS:
+        return DEFAULT_NOISE, f"default (fewer than {MIN_ITERATIONS} iterations on a side)"
+    spreads = []
+    for s in (off.drop_nulls().cast(pl.Float64), on.drop_nulls().cast(pl.Float64)):
+        med = float(s.median())
+        sd = MAD_TO_SD * float((s - med).abs().median())
+        spreads.append(100.0 * sd / med if relative and med else sd)
+    return max(MIN_NOISE, 2.0 * max(spreads)), "2 × robust SD of per-iteration values"
+
+
+def judge(row: MetricRow, noise: tuple[float, str]) -> Verdict:
+    change = row.delta if row.unit == "pct" else row.delta_pct
+    floor, source = noise
+    if change is None or row.better is None:
+        return Verdict(row.key, row.label, "n/a", change, floor, source)
+    if abs(change) <= floor:
+        outcome = "no change"
+    else:
+        good = change < 0 if row.better == "lower" else change > 0
+        outcome = "improvement" if good else "regression"
+    return Verdict(row.key, row.label, outcome, change, floor, source)
+
+
+_COND = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+        "==": operator.eq, "!=": operator.ne}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Condition:
+    text: str
+    metric: str
+    op: str
+    value: float
+
+    def holds(self, values: dict[str, float | None]) -> bool | None:
+        got = values.get(self.metric)
+        return None if got is None else _OPS[self.op](got, self.value)
+
+
+def parse_condition(text: str, known: set[str]) -> Condition:
+    m = _COND.match(text)
+    if not m:
+        raise NsysmoeError(f"--fail-if {text!r}: use METRIC<NUMBER, e.g. hidden_pct<30")
+    if m.group(1) not in known:
+        raise NsysmoeError(
+            f"--fail-if {text!r}: unknown metric {m.group(1)!r}; known: {', '.join(sorted(known))}"
+        )
+    return Condition(text, m.group(1), m.group(2), float(m.group(3)))
+
+
+def failing(conditions: list[Condition], values: dict[str, float | None]) -> list[str]:
+    """Conditions that hold (the run should fail), with the value that triggered each."""
+    out = []
+    for c in conditions:
+        if c.holds(values):
+            out.append(f"{c.text} (value {values[c.metric]:.4g})")
+    return out

@@ -1,0 +1,119 @@
+"""A/B report: the side-by-side table, the window, the contract check, verdicts, top changes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from nsysmoe import __version__
+from nsysmoe.compare import JSON_SCHEMA, JSON_VERSION, Comparison
+from nsysmoe.compare.metrics import MetricRow
+from nsysmoe.render import markdown, terminal
+from nsysmoe.render.tables import Table, count, iteration_table, ms, pct, shorten, source_text
+
+
+def value(row: MetricRow, v: float | int | None) -> str:
+    if row.unit == "pct":
+        return pct(v)
+    return count(v) if row.unit == "count" else ms(v)
+
+
+def delta(row: MetricRow) -> tuple[str, str]:
+    d = row.delta
+    if d is None:
+        return "–", "–"
+    if row.unit == "pct":
+        return f"{d:+.2f} pp", "–"
+    text = f"{d:+,}" if row.unit == "count" else f"{d / 1e6:+,.3f}"
+    return text, "–" if row.delta_pct is None else f"{row.delta_pct:+.1f} %"
+
+
+def metric_table(c: Comparison) -> Table:
+    verdicts = {v.key: v.outcome for v in c.verdicts}
+    rows = []
+    for r in c.rows:
+        unit = {"ns": " (ms)", "pct": "", "count": ""}[r.unit]
+        d, dp = delta(r)
+        rows.append((r.label + unit, value(r, r.off), value(r, r.on), d, dp,
+                     verdicts.get(r.key, "")))  # fmt: skip
+    header = ("metric (all GPUs)", "off", "on", "Δ", "Δ %", "verdict")
+    return Table("Overlap off vs on", header, tuple(rows), (False, True, True, True, True, False))
+
+
+def contract_table(c: Comparison) -> Table:
+    rows = tuple(
+        (ch.name, ch.off, ch.on, "ok" if ch.ok else "DIFFERS", shorten(ch.detail, 110))
+        for ch in c.contract.checks
+    )
+    title = "Measurement contract: " + ("matched" if c.contract.matched else "NOT matched")
+    return Table(title, ("check", "off", "on", "", "detail"), rows, (False,) * 5)
+
+
+def verdict_lines(c: Comparison) -> list[str]:
+    out = []
+    for v in c.verdicts:
+        unit = "pp" if v.key == "hidden_pct" else "%"
+        change = "n/a" if v.change is None else f"{v.change:+.2f} {unit}"
+        out.append(f"{v.label}: {v.outcome} ({change}; noise floor ±{v.noise:.2f} {unit}, "
+                   f"{v.noise_source})")  # fmt: skip
+    return out
+
+
+def kernel_change_table(c: Comparison) -> Table:
+    rows = tuple(
+        (shorten(r["name"], 80), r["class"], count(r["count_off"]), count(r["count_on"]),
+         ms(r["sum_ns_off"]), ms(r["sum_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
+        for r in c.kernel_changes.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("kernel", "class", "n off", "n on", "sum off ms", "sum on ms", "Δ ms")
+    return Table("Top kernel changes (sum of durations)", header, rows,
+                 (False, False) + (True,) * 5)  # fmt: skip
+
+
+def nvtx_change_table(c: Comparison) -> Table:
+    rows = tuple(
+        (shorten(r["name"], 80), count(r["count_off"]), count(r["count_on"]),
+         ms(r["total_ns_off"]), ms(r["total_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
+        for r in c.nvtx_changes.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("NVTX range (CPU side, normalised)", "n off", "n on", "off ms", "on ms", "Δ ms")
+    return Table("Top NVTX range changes", header, rows, (False,) + (True,) * 5)
+
+
+def _sections(c: Comparison, fmt_table: Callable[[Table], str], quote: str) -> list[str]:
+    a, b = c.off.analysis, c.on.analysis
+    head = [
+        f"off: {source_text(a)}",
+        f"on:  {source_text(b)}",
+        f"window: off {a.window_text}; on {b.window_text}",
+        f"dispatcher: off {c.off.dispatcher}; on {c.on.dispatcher}",
+    ]
+    parts = [
+        "\n".join(quote + h for h in head),
+        fmt_table(metric_table(c)),
+        "\n".join(quote + v for v in verdict_lines(c)),
+        fmt_table(contract_table(c)),
+    ]
+    if not c.contract.matched:
+        parts.append(f"{quote}WARNING: {c.contract.summary()}")
+    parts += [fmt_table(kernel_change_table(c)), fmt_table(nvtx_change_table(c))]
+    for side in (a, b):
+        if not side.iterations.is_empty():
+            t = iteration_table(side)
+            parts.append(fmt_table(Table(f"{t.title} — {side.path}", t.header, t.rows, t.right)))
+    return parts
+
+
+def render_comparison_terminal(c: Comparison) -> str:
+    return "\n\n".join(_sections(c, terminal.format_table, "")) + "\n"
+
+
+def render_comparison_markdown(c: Comparison) -> str:
+    head = "### nsysmoe A/B: overlap off vs on"
+    return head + "\n\n" + "\n\n".join(_sections(c, markdown.format_table, "> ")) + "\n"
+
+
+def render_comparison_json(c: Comparison) -> str:
+    doc = {"schema": JSON_SCHEMA, "version": JSON_VERSION, "nsysmoe_version": __version__,
+           **c.to_dict()}  # fmt: skip
+    return json.dumps(doc, indent=2) + "\n"
