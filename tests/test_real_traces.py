@@ -67,8 +67,24 @@ def overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
     return acc
 
 
+def clip(s: int, e: int, lo: int | None, hi: int | None) -> tuple[int, int] | None:
+    """The part of [s, e) inside [lo, hi); None when outside (zero-length: start inside)."""
+    lo = s if lo is None else lo
+    hi = e + 1 if hi is None else hi
+    if e < lo or s >= hi or (e == lo and s < lo):
+        return None
+    return max(s, lo), min(e, hi)
+
+
 def independent(path: Path) -> dict[tuple[int, int], dict[str, int]]:
     """Per (pid, device): the issue's metrics with comm = NCCL kernels (the only comm here)."""
+    return independent_window(path, None, None)
+
+
+def independent_window(
+    path: Path, lo: int | None, hi: int | None
+) -> dict[tuple[int, int], dict[str, int]]:
+    """As :func:`independent`, over the window [lo, hi) (rows clipped to it)."""
     gpu: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
     with ro(path) as conn:
         rows = conn.execute(
@@ -81,11 +97,12 @@ def independent(path: Path) -> dict[tuple[int, int], dict[str, int]]:
                 for s, e, pid, dev in conn.execute(
                     f"SELECT start, end, globalPid / 16777216 % 16777216, deviceId FROM {t}"
                 ):
-                    if e >= s and s >= 0:
-                        gpu[(pid, dev)]["mem"].append((s, e))
+                    if e >= s and s >= 0 and (c := clip(s, e, lo, hi)):
+                        gpu[(pid, dev)]["mem"].append(c)
     for s, e, pid, dev, name in rows:
-        if e < s or s < 0:
+        if e < s or s < 0 or not (c := clip(s, e, lo, hi)):
             continue
+        s, e = c
         key = "comm" if name.startswith("nccl") else "compute"
         gpu[(pid, dev)][key].append((s, e))
         # GEMM/attention here: cuBLAS/CUTLASS GEMMs and FlashAttention; cuDNN's implicit-GEMM
