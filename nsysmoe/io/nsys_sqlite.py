@@ -15,6 +15,7 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.bulk import DB_ERRORS, BulkReader
 from nsysmoe.model import Trace
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -47,6 +48,7 @@ MEMCPY_KINDS = {
     13: "Unified DtoD",
 }
 SQLITE_MAGIC = b"SQLite format 3\x00"
+MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
 
 
 def pid_of(col: str) -> pl.Expr:
@@ -54,7 +56,7 @@ def pid_of(col: str) -> pl.Expr:
     return ((pl.col(col) // (1 << 24)) % (1 << 24)).cast(pl.Int64)
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
+def connect_readonly(path: Path) -> tuple[sqlite3.Connection, str]:
     """Open an SQLite file so that nothing (not even a journal) can be written."""
     if not path.exists():
         raise NsysmoeError(f"{path}: no such file; check the path")
@@ -68,15 +70,16 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
             f"nsys export --type sqlite -o {path.stem}.sqlite {path.name}"
         )
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    return sqlite3.connect(uri, uri=True, check_same_thread=False), uri
 
 
 class _Db:
-    """A read-only export plus its table/column catalogue."""
+    """A read-only export plus its table/column catalogue; bulk reads go through BulkReader."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, conn: sqlite3.Connection, path: Path, bulk: BulkReader):
         self.conn = conn
         self.path = path
+        self.bulk = bulk
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         self.tables = {r[0] for r in rows}
         self._columns: dict[str, set[str]] = {}
@@ -95,19 +98,22 @@ class _Db:
         return f'"{name}"' if name in self.columns(table) else fallback
 
     def frame(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        return self.bulk.frame(sql, schema)
+
+    def small(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        """Small tables with nullable text (GPU info): row-wise sqlite3 is fine and type-safe."""
         rows = self.conn.execute(sql).fetchall()
         return pl.DataFrame(rows, schema=schema, orient="row")
 
     def strings(self, ids: pl.Series) -> pl.DataFrame:
-        """StringIds rows for the given ids only (StringIds can hold millions of rows)."""
-        ids = ids.drop_nulls().unique()
-        if ids.is_empty():
-            return pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
-        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS _want(id INTEGER PRIMARY KEY)")
-        self.conn.execute("DELETE FROM _want")
-        self.conn.executemany("INSERT INTO _want VALUES (?)", ((int(i),) for i in ids))
+        """StringIds rows for the given ids only: StringIds can hold millions of rows, while a
+        table's distinct name ids are usually a few thousand."""
+        unique = ids.drop_nulls().unique()
+        where = ""
+        if len(unique) <= MAX_ID_LIST:
+            where = " WHERE id IN (" + ",".join(map(str, unique.to_list())) + ")"
         return self.frame(
-            "SELECT s.id, s.value FROM StringIds s JOIN _want w ON w.id = s.id",
+            f"SELECT id, coalesce(value, '') FROM StringIds{where}",
             {"id": pl.Int64, "value": pl.String},
         )
 
@@ -121,14 +127,20 @@ class _Db:
 def read_nsys_sqlite(path: str | Path) -> Trace:
     """Read an nsys SQLite export into a :class:`~nsysmoe.model.Trace`."""
     path = Path(path)
-    conn = connect_readonly(path)
+    conn, uri = connect_readonly(path)
+    bulk = None
     try:
-        return _read(_Db(conn, path))
-    except sqlite3.DatabaseError as exc:
+        bulk = BulkReader(uri, conn)
+        return _read(_Db(conn, path, bulk))
+    except DB_ERRORS as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise NsysmoeError(
-            f"{path}: unreadable SQLite ({exc}); the file is truncated or corrupt, export it again"
+            f"{path}: unreadable SQLite ({reason}); the file is truncated or corrupt, "
+            "export it again"
         ) from None
     finally:
+        if bulk is not None:
+            bulk.close()
         conn.close()
 
 
@@ -270,7 +282,7 @@ def _read_nvtx(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
         return model.empty(model.NVTX_SCHEMA)
     types = (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE)
     df = db.frame(
-        f'SELECT start, "end", eventType, text, {db.col(t, "textId")}, globalTid, '
+        f'SELECT start, "end", eventType, coalesce(text, \'\'), {db.col(t, "textId")}, globalTid, '
         f"{db.col(t, 'endGlobalTid')}, {db.col(t, 'domainId', '0')} FROM {t} "
         f"WHERE eventType IN {types}",
         {
@@ -286,8 +298,9 @@ def _read_nvtx(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
     )
     last = db.conn.execute(f'SELECT max(max(start), coalesce(max("end"), 0)) FROM {t}').fetchone()
     strings = db.strings(df["text_id"]).rename({"id": "text_id", "value": "sid"})
+    text = pl.when(pl.col("text") != "").then(pl.col("text"))  # '' stood in for NULL
     df = df.join(strings, on="text_id", how="left").with_columns(
-        pl.coalesce("sid", "text").alias("name"), pid_of("tid").alias("pid")
+        pl.coalesce("sid", text).alias("name"), pid_of("tid").alias("pid")
     )
     domains = (
         df.filter(pl.col("etype") == NVTX_DOMAIN_CREATE)
@@ -326,7 +339,7 @@ def _read_gpus(
         {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory": pl.Int64},
     ).unique("gpu_id")
     if db.has("TARGET_INFO_CUDA_DEVICE"):
-        mapping = db.frame(
+        mapping = db.small(
             "SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE",
             {"pid": pl.Int64, "device": pl.Int64, "gpu_id": pl.Int64},
         ).unique(["pid", "device"])
