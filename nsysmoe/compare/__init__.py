@@ -47,7 +47,7 @@ class Comparison:
         ``KEY_delta_pct`` for every metric row; plus short aliases for the common ones."""
         out: dict[str, float | None] = {}
         for r in self.rows:
-            if r.key.startswith("nvtx:"):
+            if r.key.startswith(("nvtx:", "nvtx_gpu:")):
                 continue
             out[r.key] = r.on
             out[f"{r.key}_off"] = r.off

@@ -89,17 +89,28 @@ def summary_rows(off: Side, on: Side) -> list[MetricRow]:
     return rows + phase_rows(off, on)
 
 
-def phase_rows(off: Side, on: Side) -> list[MetricRow]:
-    """CPU-side totals of the MoE dispatch/combine and NCCL NVTX ranges present on either side."""
-    both = off.nvtx.select("name", pl.col("total_ns").alias("off")).join(
-        on.nvtx.select("name", pl.col("total_ns").alias("on")), on="name", how="full",
-        coalesce=True,
+def _paired(off: pl.DataFrame, on: pl.DataFrame, col: str) -> pl.DataFrame:
+    return off.select("name", pl.col(col).alias("off")).join(
+        on.select("name", pl.col(col).alias("on")), on="name", how="full", coalesce=True
     ).filter(pl.col("name").str.contains(MOE_PHASE_PATTERN)).sort("name")  # fmt: skip
-    return [
-        MetricRow(f"nvtx:{r['name']}", f"NVTX {r['name']}", "ns", r["off"], r["on"], "lower",
-                  "CPU-side range total")
-        for r in both.iter_rows(named=True)
-    ]  # fmt: skip
+
+
+def phase_rows(off: Side, on: Side) -> list[MetricRow]:
+    """MoE dispatch/combine and NCCL NVTX ranges present on either side, twice: CPU-side range
+    totals, and the GPU time their launched work kept the GPU busy (projection)."""
+    rows = []
+    gpu = {r["name"]: r for r in _paired(off.phases_gpu, on.phases_gpu, "busy_total_ns")
+           .iter_rows(named=True)}  # fmt: skip
+    for r in _paired(off.nvtx, on.nvtx, "total_ns").iter_rows(named=True):
+        name = r["name"]
+        rows.append(MetricRow(f"nvtx:{name}", f"NVTX {name} (CPU)", "ns", r["off"], r["on"],
+                              "lower", "CPU-side range total"))  # fmt: skip
+        if name in gpu:
+            g = gpu[name]
+            label, note = f"NVTX {name} (GPU busy)", "union of the GPU work it launched"
+            key = f"nvtx_gpu:{name}"
+            rows.append(MetricRow(key, label, "ns", g["off"], g["on"], "lower", note))
+    return rows
 
 
 def per_gpu_rows(off: Side, on: Side) -> pl.DataFrame:

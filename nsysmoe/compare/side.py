@@ -10,6 +10,7 @@ import polars as pl
 from nsysmoe.analyze import Scope, analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.measure.nvtx import display_name
+from nsysmoe.measure.projection import project_nvtx, projected_totals
 from nsysmoe.model import Trace
 from nsysmoe.result import TraceAnalysis
 
@@ -34,7 +35,10 @@ class Side:
 
     ``kernel_names``: name, count, sum_ns, class (kernels in the window);
     ``compute_kernels``: class, count, sum_ns, median_ns for GEMM and attention;
-    ``nvtx``: normalised name, count, total_ns (CPU side) of ranges in the window.
+    ``nvtx``: normalised name, count, total_ns (CPU side) of ranges in the window;
+    ``phases_gpu``: MoE/NCCL phase ranges in the window projected onto the GPU — normalised name,
+    count, busy_total_ns (Σ per-range exact union), gpu_span_total_ns, kernels, comm_ns,
+    compute_ns, hidden_ns (see :mod:`nsysmoe.measure.projection`).
     """
 
     label: str
@@ -42,6 +46,7 @@ class Side:
     kernel_names: pl.DataFrame
     compute_kernels: pl.DataFrame
     nvtx: pl.DataFrame
+    phases_gpu: pl.DataFrame
     gpu_models: tuple[str, ...]
     ranks: int
     dispatcher: str
@@ -90,6 +95,15 @@ def measure_side(
         .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("dur").sum().alias("total_ns"))
         .sort("name")
     )
+    phase_ranges = analysis.cpu_window.select(trace.nvtx).filter(
+        pl.col("name").str.contains(MOE_PHASE_PATTERN)
+        | display_name().str.contains(MOE_PHASE_PATTERN)
+    )
+    projected = project_nvtx(phase_ranges, classify(trace.kernels, rules), trace.memops,
+                             trace.runtime)  # fmt: skip
+    phases_gpu = projected_totals(
+        projected.with_columns(pl.col("name").str.replace_all(_NVTX_NOISE.pattern, ""))
+    )
     models = tuple(sorted(str(g) if g else "unknown" for g in analysis.gpus["gpu_name"]))
     return Side(
         label=label,
@@ -97,6 +111,7 @@ def measure_side(
         kernel_names=names,
         compute_kernels=compute,
         nvtx=nvtx,
+        phases_gpu=phases_gpu,
         gpu_models=models,
         ranks=analysis.gpus["pid"].n_unique(),
         dispatcher=dispatcher_of(set(kernels["subclass"].unique()), kernels["name"]),
