@@ -32,6 +32,7 @@ class Scope:
 
     window: Window = WHOLE_TRACE
     steady: bool = False
+    require_steps: bool = False  # asked for explicitly: no iterations is an error, not a fallback
     step_pattern: str | None = None
     skip: int = 0
     first: int | None = None
@@ -65,6 +66,9 @@ def resolve_scope(steps: Steps, scope: Scope) -> tuple[Window, Window, str, list
         return w, w, "time window", kept
     if not scope.steady:
         return WHOLE_TRACE, WHOLE_TRACE, "whole trace", steps.numbers
+    if not steps.numbers and not scope.require_steps:
+        text = "whole trace (no iteration ranges found; name them with --step-range REGEX)"
+        return WHOLE_TRACE, WHOLE_TRACE, text, []
     sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last)
     kept = sel.steps if scope.numbers is None else [s for s in sel.steps if s in scope.numbers]
     if kept != sel.steps:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
@@ -11,11 +12,14 @@ from nsysmoe.analyze import WHOLE, Scope, analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.compare import Comparison
 from nsysmoe.compare import compare as run_compare
+from nsysmoe.compare.multi import RunComparison, compare_runs
 from nsysmoe.compare.side import STEADY
 from nsysmoe.io import load_trace
 from nsysmoe.measure.overlap import Window
 from nsysmoe.model import Trace
+from nsysmoe.multirank import RunAnalysis, run_analysis
 from nsysmoe.result import TraceAnalysis
+from nsysmoe.runs import Executor, map_files
 
 EXAMPLES = ("moe-hybridep-overlap-off.sqlite", "moe-hybridep-overlap-on.sqlite")
 
@@ -66,6 +70,52 @@ def compare(
     off = off if isinstance(off, Trace) else load_trace(off)
     on = on if isinstance(on, Trace) else load_trace(on)
     return run_compare(off, on, rules=rules, scope=scope)
+
+
+def analyze_many(
+    paths: list[str],
+    *,
+    rules: RuleSet | None = None,
+    scope: Scope = WHOLE,
+    executor: Executor | None = None,
+) -> RunAnalysis:
+    """Analyse per-rank files in parallel (processes or Dask); bad files are reported, not
+    fatal."""
+    fn = partial(_analyze_path, rules=rules or default_rules(), scope=scope)
+    results = map_files(fn, paths, executor or Executor(), "reading traces")
+    return run_analysis(results)
+
+
+def analysis_values_many(run: RunAnalysis) -> dict[str, float | None]:
+    """``--fail-if`` values of a run: the per-trace values, worst rank for hidden %."""
+    values = [analysis_values(a) for a in run.analyses]
+    out = {k: max((v[k] for v in values if v[k] is not None), default=None) for k in values[0]}
+    out["hidden_pct"] = min((v["hidden_pct"] for v in values if v["hidden_pct"] is not None),
+                            default=None)  # fmt: skip
+    return out
+
+
+def compare_many(
+    off: list[str],
+    on: list[str],
+    *,
+    rules: RuleSet | None = None,
+    scope: Scope = STEADY,
+    executor: Executor | None = None,
+) -> RunComparison:
+    """A/B of two runs, rank files paired by sorted order, pairs compared in parallel."""
+    fn = partial(_compare_paths, rules=rules or default_rules(), scope=scope)
+    pairs = list(zip(sorted(off), sorted(on), strict=False))
+    results = map_files(fn, pairs, executor or Executor(), "comparing rank pairs")
+    return compare_runs(results, len(off), len(on))
+
+
+def _analyze_path(path: str, *, rules: RuleSet, scope: Scope) -> TraceAnalysis:
+    return analyze_trace(load_trace(path), rules=rules, scope=scope)
+
+
+def _compare_paths(off: str, on: str, *, rules: RuleSet, scope: Scope) -> Comparison:
+    return run_compare(load_trace(off), load_trace(on), rules=rules, scope=scope)
 
 
 def kernel_summary(

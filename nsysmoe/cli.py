@@ -64,6 +64,7 @@ def make_scope(
     default_skip = 1 if ab and window is None else 0
     return Scope(
         steady=steady,
+        require_steps=window is not None or skip is not None or step_range is not None,
         step_pattern=step_range,
         skip=default_skip if skip is None else skip,
         first=first,
@@ -106,6 +107,14 @@ def cli() -> None:
 @click.option("--strict", is_flag=True, help="A/B: a broken measurement contract is an error.")
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option(
+    "--jobs", type=click.IntRange(min=1), help="Worker processes for many files [all cores]."
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    help="Run per-file work on a Dask scheduler ('local': a LocalCluster).",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -122,23 +131,35 @@ def analyze(
     whole_trace: bool,
     strict: bool,
     fail_if: tuple[str, ...],
+    jobs: int | None,
+    dask_address: str | None,
     output: Path | None,
     rules_path: Path | None,
     rules_replace: bool,
 ) -> None:
     """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
 
-    One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict.
-    TRACES are `nsys export --type sqlite` files (or .nsys-rep when nsys is on PATH).
+    One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict. Each may be a
+    directory or a quoted glob of per-rank files ('off/*.sqlite'); more than two arguments are
+    one multi-rank run. TRACES are `nsys export --type sqlite` files (.nsys-rep when nsys is on
+    PATH) or PyTorch profiler JSON.
     """
     from nsysmoe import api
     from nsysmoe.render import COMPARISON_RENDERERS, RENDERERS
+    from nsysmoe.runs import Executor, default_jobs, expand
 
-    if len(traces) > 2:
-        raise click.UsageError("give one trace, or two to compare (OFF ON)")
     rules = _rules(rules_path, rules_replace)
     ab = len(traces) == 2 and not whole_trace
     scope = make_scope(window, skip, step_range, ab)
+    executor = Executor(jobs or default_jobs(), dask_address)
+    if len(traces) <= 2:
+        sides = [expand(t) for t in traces]
+    else:  # an unquoted glob expanded by the shell: one multi-rank run
+        sides = [[path for arg in traces for path in expand(arg)]]
+    if sum(len(side) for side in sides) > len(sides):
+        _many(sides, rules, scope, executor, fmt, output, strict, fail_if)
+        return
+    traces = tuple(side[0] for side in sides)
     if len(traces) == 1:
         result = api.analyze(traces[0], rules=rules, scope=scope)
         _emit(RENDERERS[fmt]([result]), output)
@@ -149,6 +170,36 @@ def analyze(
     if strict and not comparison.contract.matched:
         raise NsysmoeError(f"--strict: measurement contract {comparison.contract.summary()}")
     _check_fail_if(fail_if, comparison.values())
+
+
+def _many(sides, rules, scope, executor, fmt, output, strict, fail_if) -> None:  # noqa: ANN001
+    """Many ranks: one run (per-rank table, spread, straggler) or an A/B of two runs."""
+    from nsysmoe import api
+    from nsysmoe.render.runs import RUN_RENDERERS, RUNCMP_RENDERERS
+
+    if len(sides) == 1:
+        run = api.analyze_many(sides[0], rules=rules, scope=scope, executor=executor)
+        _emit(RUN_RENDERERS[fmt](run), output)
+        bad, values = run.failures, {}
+        if run.analyses:
+            values = api.analysis_values_many(run)
+    else:
+        rc = api.compare_many(sides[0], sides[1], rules=rules, scope=scope, executor=executor)
+        _emit(RUNCMP_RENDERERS[fmt](rc), output)
+        bad, values = rc.failures, rc.values()
+        if strict and not rc.matched:
+            raise NsysmoeError(
+                "--strict: measurement contract not matched: " + "; ".join(rc.contract_notes)
+            )
+    if bad:
+        first = f"{bad[0].path}: {bad[0].error}"
+        click.echo(f"nsysmoe: warning: {len(bad)} input(s) could not be analysed (listed in the "
+                   f"report), first: {first}", err=True)  # fmt: skip
+    if bad and strict:
+        raise NsysmoeError(f"--strict: {len(bad)} file(s) could not be analysed")
+    if not values:
+        raise NsysmoeError("no file could be analysed")
+    _check_fail_if(fail_if, values)
 
 
 def _check_fail_if(conditions: tuple[str, ...], values: dict[str, float | None]) -> None:
