@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe import cache
 from nsysmoe.analyze import WHOLE, Scope, analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.compare import Comparison
@@ -24,9 +25,18 @@ from nsysmoe.runs import Executor, map_files
 EXAMPLES = ("moe-hybridep-overlap-off.sqlite", "moe-hybridep-overlap-on.sqlite")
 
 
-def load(path: str | Path) -> Trace:
-    """Read a trace into canonical polars tables (see :mod:`nsysmoe.model`)."""
-    return load_trace(path)
+def load(path: str | Path, *, cache_dir: str | Path | None = None) -> Trace:
+    """Read a trace into canonical polars tables (see :mod:`nsysmoe.model`); with ``cache_dir``
+    reuse (and fill) the cache of :mod:`nsysmoe.cache`."""
+    path = Path(path)
+    if cache_dir is None or not path.is_file():
+        return load_trace(path)
+    hit = cache.load(Path(cache_dir), path)
+    if hit is not None:
+        return hit
+    trace = load_trace(path)
+    cache.store(Path(cache_dir), path, trace)
+    return trace
 
 
 def analyze(
@@ -35,10 +45,11 @@ def analyze(
     rules: RuleSet | None = None,
     window: Window | None = None,
     scope: Scope = WHOLE,
+    cache_dir: str | Path | None = None,
 ) -> TraceAnalysis:
     """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``)."""
     if not isinstance(trace, Trace):
-        trace = load_trace(trace)
+        trace = load(trace, cache_dir=cache_dir)
     if window is not None:
         scope = Scope(window=window)
     return analyze_trace(trace, rules=rules, scope=scope)
@@ -65,10 +76,11 @@ def compare(
     *,
     rules: RuleSet | None = None,
     scope: Scope = STEADY,
+    cache_dir: str | Path | None = None,
 ) -> Comparison:
     """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.compare`)."""
-    off = off if isinstance(off, Trace) else load_trace(off)
-    on = on if isinstance(on, Trace) else load_trace(on)
+    off = off if isinstance(off, Trace) else load(off, cache_dir=cache_dir)
+    on = on if isinstance(on, Trace) else load(on, cache_dir=cache_dir)
     return run_compare(off, on, rules=rules, scope=scope)
 
 
@@ -78,10 +90,11 @@ def analyze_many(
     rules: RuleSet | None = None,
     scope: Scope = WHOLE,
     executor: Executor | None = None,
+    cache_dir: str | Path | None = None,
 ) -> RunAnalysis:
     """Analyse per-rank files in parallel (processes or Dask); bad files are reported, not
     fatal."""
-    fn = partial(_analyze_path, rules=rules or default_rules(), scope=scope)
+    fn = partial(_analyze_path, rules=rules or default_rules(), scope=scope, cache_dir=cache_dir)
     results = map_files(fn, paths, executor or Executor(), "reading traces")
     return run_analysis(results)
 
@@ -102,20 +115,26 @@ def compare_many(
     rules: RuleSet | None = None,
     scope: Scope = STEADY,
     executor: Executor | None = None,
+    cache_dir: str | Path | None = None,
 ) -> RunComparison:
     """A/B of two runs, rank files paired by sorted order, pairs compared in parallel."""
-    fn = partial(_compare_paths, rules=rules or default_rules(), scope=scope)
+    fn = partial(_compare_paths, rules=rules or default_rules(), scope=scope, cache_dir=cache_dir)
     pairs = list(zip(sorted(off), sorted(on), strict=False))
     results = map_files(fn, pairs, executor or Executor(), "comparing rank pairs")
     return compare_runs(results, len(off), len(on))
 
 
-def _analyze_path(path: str, *, rules: RuleSet, scope: Scope) -> TraceAnalysis:
-    return analyze_trace(load_trace(path), rules=rules, scope=scope)
+def _analyze_path(
+    path: str, *, rules: RuleSet, scope: Scope, cache_dir: str | Path | None
+) -> TraceAnalysis:
+    return analyze_trace(load(path, cache_dir=cache_dir), rules=rules, scope=scope)
 
 
-def _compare_paths(off: str, on: str, *, rules: RuleSet, scope: Scope) -> Comparison:
-    return run_compare(load_trace(off), load_trace(on), rules=rules, scope=scope)
+def _compare_paths(
+    off: str, on: str, *, rules: RuleSet, scope: Scope, cache_dir: str | Path | None
+) -> Comparison:
+    a, b = load(off, cache_dir=cache_dir), load(on, cache_dir=cache_dir)
+    return run_compare(a, b, rules=rules, scope=scope)
 
 
 def kernel_summary(
@@ -124,7 +143,7 @@ def kernel_summary(
     """Kernel names by total time with class and sub-class (name, class, subclass, count,
     sum_ns, mean_ns, pct_of_kernel_time)."""
     if not isinstance(trace, Trace):
-        trace = load_trace(trace)
+        trace = load(trace)
     k = classify(trace.kernels, rules or default_rules())
     total = int((k["end"] - k["start"]).sum()) or 1
     table = (

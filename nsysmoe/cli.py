@@ -115,6 +115,13 @@ def cli() -> None:
     help="Run per-file work on a Dask scheduler ('local': a LocalCluster).",
 )
 @click.option(
+    "--cache",
+    "use_cache",
+    is_flag=True,
+    help="Reuse traces read before ($NSYSMOE_CACHE_DIR or ~/.cache/nsysmoe); keyed by file "
+    "identity, never stale.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -133,6 +140,7 @@ def analyze(
     fail_if: tuple[str, ...],
     jobs: int | None,
     dask_address: str | None,
+    use_cache: bool,
     output: Path | None,
     rules_path: Path | None,
     rules_replace: bool,
@@ -144,7 +152,7 @@ def analyze(
     one multi-rank run. TRACES are `nsys export --type sqlite` files (.nsys-rep when nsys is on
     PATH) or PyTorch profiler JSON.
     """
-    from nsysmoe import api
+    from nsysmoe import api, cache
     from nsysmoe.render import COMPARISON_RENDERERS, RENDERERS
     from nsysmoe.runs import Executor, default_jobs, expand
 
@@ -152,39 +160,44 @@ def analyze(
     ab = len(traces) == 2 and not whole_trace
     scope = make_scope(window, skip, step_range, ab)
     executor = Executor(jobs or default_jobs(), dask_address)
+    cache_dir = cache.default_dir() if use_cache else None
     if len(traces) <= 2:
         sides = [expand(t) for t in traces]
     else:  # an unquoted glob expanded by the shell: one multi-rank run
         sides = [[path for arg in traces for path in expand(arg)]]
     if sum(len(side) for side in sides) > len(sides):
-        _many(sides, rules, scope, executor, fmt, output, strict, fail_if)
+        _many(sides, rules, scope, executor, cache_dir, fmt, output, strict, fail_if)
         return
     traces = tuple(side[0] for side in sides)
     if len(traces) == 1:
-        result = api.analyze(traces[0], rules=rules, scope=scope)
+        result = api.analyze(traces[0], rules=rules, scope=scope, cache_dir=cache_dir)
         _emit(RENDERERS[fmt]([result]), output)
         _check_fail_if(fail_if, api.analysis_values(result))
         return
-    comparison = api.compare(traces[0], traces[1], rules=rules, scope=scope)
+    comparison = api.compare(traces[0], traces[1], rules=rules, scope=scope, cache_dir=cache_dir)
     _emit(COMPARISON_RENDERERS[fmt](comparison), output)
     if strict and not comparison.contract.matched:
         raise NsysmoeError(f"--strict: measurement contract {comparison.contract.summary()}")
     _check_fail_if(fail_if, comparison.values())
 
 
-def _many(sides, rules, scope, executor, fmt, output, strict, fail_if) -> None:  # noqa: ANN001
+def _many(sides, rules, scope, executor, cache_dir, fmt, output, strict, fail_if) -> None:  # noqa: ANN001
     """Many ranks: one run (per-rank table, spread, straggler) or an A/B of two runs."""
     from nsysmoe import api
     from nsysmoe.render.runs import RUN_RENDERERS, RUNCMP_RENDERERS
 
     if len(sides) == 1:
-        run = api.analyze_many(sides[0], rules=rules, scope=scope, executor=executor)
+        run = api.analyze_many(
+            sides[0], rules=rules, scope=scope, executor=executor, cache_dir=cache_dir
+        )
         _emit(RUN_RENDERERS[fmt](run), output)
         bad, values = run.failures, {}
         if run.analyses:
             values = api.analysis_values_many(run)
     else:
-        rc = api.compare_many(sides[0], sides[1], rules=rules, scope=scope, executor=executor)
+        rc = api.compare_many(
+            sides[0], sides[1], rules=rules, scope=scope, executor=executor, cache_dir=cache_dir
+        )
         _emit(RUNCMP_RENDERERS[fmt](rc), output)
         bad, values = rc.failures, rc.values()
         if strict and not rc.matched:
