@@ -303,11 +303,13 @@ TAXONOMY = [  # kernel-taxonomy.md starter rules (first match wins) -> truth cla
              r"(?:notify_dispatch|cached_notify_dispatch|cached_notify_combine|cached_notify|"
              r"dispatch|combine)\b|hybrid_ep::(?:dispatch_kernel|combine_kernel)\b|"
              r"\bncclDevKernel_|\bncclKernel_"),
-    ("other", r"deep_ep::(?:legacy::)?layout::get_dispatch_layout"),
+    ("moe_glue", r"deep_ep::(?:legacy::)?layout::get_dispatch_layout"),  # moe.layout.deepep
     ("attention", r"flash_fwd|flash_bwd|flash::FlashAttn|cudnn_generated_fort_native_sdpa"),
     ("gemm", r"GroupProblemShape|\bnvjet_|cutlass::(?:device_kernel|Kernel2?)<.*[Gg]emm"),
     ("moe_glue", r"moe_permute|moe_unpermute|fused_topk_"),
     ("elementwise", r"elementwise_kernel|reduce_kernel|_norm_|Norm|silu"),
+    # beyond the starter list: optimizer updates are memory-bound elementwise work (nsysmoe rules)
+    ("elementwise", r"multi_tensor_apply_kernel<.*AdamFunctor"),
     ("other", r".*"),
 ]  # fmt: skip
 

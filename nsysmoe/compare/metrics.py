@@ -53,9 +53,10 @@ def median_step_ns(side: Side) -> int | None:
     return None if it.is_empty() else int(it["step_ns"].median())
 
 
-def _compute(side: Side, klass: str, col: str) -> int | None:
+def _compute(side: Side, klass: str, col: str) -> float | int | None:
+    """Sum (int ns) or median (may end in .5 ns) of one class's kernel durations."""
     row = side.compute_kernels.filter(pl.col("class") == klass)
-    return None if row.is_empty() else int(row[col][0])
+    return None if row.is_empty() else row[col][0]
 
 
 def summary_rows(off: Side, on: Side) -> list[MetricRow]:

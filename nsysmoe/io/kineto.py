@@ -1,0 +1,330 @@
+"""Reader for PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip, into the canonical tables.
+
+One file is one process (what ``torch.profiler`` writes per rank); several ranks are several files.
+Rules, and why:
+
+* **pid** — Kineto sets a GPU event's ``pid`` to its device index and a CPU event's to the OS
+  process id, so neither names the process alone. Every row gets one canonical pid: the rank from
+  ``distributedInfo.rank`` (stable across runs, so A/B reports line up), else the most common OS
+  pid of the CPU events, else 0. ``device`` = ``args.device`` (fallback: the event's pid),
+  ``stream`` = ``args.stream`` (fallback: its tid), ``corr_id`` = ``args.correlation``.
+* **tid** — ``(pid << 24) | (tid & 0xFFFFFF)``, nsys' globalTid layout, so threads of different
+  processes never collide and ``pid`` is recoverable the same way (Linux tids stay below 2^22).
+* **time** — ``ts``/``dur`` are µs in every Chrome trace (``displayTimeUnit`` only sets the viewer's
+  unit, ``baseTimeNanoseconds`` is not added: all events share ``ts``'s clock). Newer Kineto writes
+  ns-resolution floats (``4458676983543.183``); at Unix-epoch µs (1.7e15) a double is 0.25 µs
+  apart, so floats are never built: the JSON parser hands float *text* over (``parse_float=str``)
+  and :func:`to_ns` shifts the decimal point exactly (beyond-ns digits round half to even).
+  ``end = start + dur`` so durations are exact too.
+* **NVTX equivalents** — ``user_annotation`` (``record_function``, ``ProfilerStep#N``) and
+  ``cpu_op`` (aten ops) become push/pop ranges in the default domain, as ``emit_nvtx`` would record
+  them under nsys, so step detection, CPU totals and GPU projection work unchanged.
+  ``gpu_user_annotation`` rows are the GPU-side copies of annotations and are left out (counted in
+  ``dropped``) so CPU totals are not doubled; ``python_function`` (with_stack) rows are left out too.
+* **CUDA API** — ``cuda_runtime`` and ``cuda_driver`` rows (``cuLaunchKernel`` launches kernels).
+* **memory** — ``[memory]`` instant events on CUDA devices; ``bytes`` is the change of
+  ``Total Allocated``, so the running sum is the allocator's total including what was allocated
+  before the profiler started.
+
+Speed and memory: one stdlib ``json.loads`` (measured as fast as orjson here once floats stay text;
+orjson cannot keep their text), one pass over the events appending one tuple per kept event, one
+polars frame per table; the decoded document is dropped before the frames are built.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections import Counter
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from nsysmoe import model
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.model import Trace
+
+GZIP_MAGIC = b"\x1f\x8b"
+TID_BITS = 24
+#: Kineto ``cat`` → the row kind kept; anything else (python_function, ac2g flows, ...) is ignored
+GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+CPU_KINDS = {
+    "cuda_runtime": "api",
+    "cuda_driver": "api",
+    "user_annotation": "range",
+    "cpu_op": "range",
+    "gpu_user_annotation": "gpu_annotation",
+}
+CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in [memory] events' "Device Type"
+HINT = "pass a trace written by torch.profiler (export_chrome_trace or tensorboard_trace_handler)"
+
+GPU_ROW = {
+    "kind": pl.String,
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "start": pl.Int64,
+    "dur": pl.Int64,
+    "corr_id": pl.Int64,
+    "name": pl.String,
+    "bytes": pl.Int64,
+}
+CPU_ROW = {
+    "kind": pl.String,
+    "os_pid": pl.Int64,
+    "os_tid": pl.Int64,
+    "start": pl.Int64,
+    "dur": pl.Int64,
+    "corr_id": pl.Int64,
+    "name": pl.String,
+}
+MEMORY_ROW = {"device": pl.Int64, "start": pl.Int64, "total": pl.Int64, "device_type": pl.Int64}
+
+
+def is_kineto(head: bytes) -> bool:
+    """Gzip magic, or JSON text opening with ``{`` (after an optional BOM and whitespace)."""
+    return head.startswith(GZIP_MAGIC) or head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"
+
+
+def to_ns(us: int | str) -> int:
+    """Exact ns from a Kineto µs value: a JSON int, or a JSON float's text (``parse_float=str``).
+
+    ``"1694128201545123.456"`` → ``1694128201545123456``: the decimal point moves three places in
+    the text, so no binary float ever rounds it. Digits beyond ns round half to even (Decimal).
+    """
+    if type(us) is int:
+        return us * 1000
+    whole, _, frac = us.partition(".")
+    if len(frac) <= 3 and frac.isdigit():
+        return int(whole + frac.ljust(3, "0"))
+    return int(Decimal(us).scaleb(3).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def read_kineto(path: str | Path) -> Trace:
+    """Read one Kineto JSON trace (``.json`` or gzip, detected by content) into a Trace."""
+    path = Path(path)
+    doc = _load(path)
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise NsysmoeError(f"{path}: JSON without a traceEvents list, not a Kineto trace; {HINT}")
+    info = doc.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    props = doc.get("deviceProperties")
+    schema_version = doc.get("schemaVersion")
+    gpu_rows, cpu_rows, memory_rows, malformed = _scan(events)
+    del doc, events  # the decoded JSON is the big object; free it before building frames
+    gpu = _frame(gpu_rows, GPU_ROW)
+    cpu = _frame(cpu_rows, CPU_ROW)
+    memory = _frame(memory_rows, MEMORY_ROW)
+    del gpu_rows, cpu_rows, memory_rows
+    if not (gpu["kind"] == "kernel").any():
+        raise NsysmoeError(
+            f"{path}: trace holds no GPU kernels; profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
+        )
+    pid = _canonical_pid(rank, cpu)
+    dropped = {
+        "events with a malformed ts/dur/args": malformed,
+        "GPU rows with dur < 0": int((gpu["dur"] < 0).sum()),
+        "CPU rows with dur < 0": int((cpu["dur"] < 0).sum()),
+    }
+    warnings = tuple(f"{n} {what} left out" for what, n in dropped.items() if n)
+    dropped["gpu_user_annotation rows (GPU copies of CPU annotations)"] = int(
+        (cpu["kind"] == "gpu_annotation").sum()
+    )
+    gpu = gpu.filter(pl.col("dur") >= 0).with_columns(
+        pl.lit(pid, pl.Int64).alias("pid"), (pl.col("start") + pl.col("dur")).alias("end")
+    )
+    cpu = cpu.filter(pl.col("dur") >= 0).with_columns(
+        pl.lit(pid, pl.Int64).alias("pid"),
+        (pl.col("start") + pl.col("dur")).alias("end"),
+        ((pid << TID_BITS) | (pl.col("os_tid") & ((1 << TID_BITS) - 1))).alias("tid"),
+    )
+    not_captured: dict[str, str] = {}
+    kernels = gpu.filter(pl.col("kind") == "kernel").with_columns(short_name=pl.col("name"))
+    memops = _memops(gpu, not_captured)
+    runtime = cpu.filter(pl.col("kind") == "api")
+    if runtime.is_empty():
+        not_captured["cuda_api"] = (
+            "no cuda_runtime/cuda_driver events: NVTX ranges cannot be projected onto the GPU"
+        )
+    nvtx = cpu.filter(pl.col("kind") == "range").with_columns(
+        domain=pl.lit(None, pl.String), style=pl.lit("pushpop"), cross_thread=pl.lit(False)
+    )
+    if nvtx.is_empty():
+        not_captured["nvtx"] = "no user_annotation or cpu_op ranges in the trace"
+    return Trace(
+        path=str(path),
+        source_format="kineto-json",
+        schema_version=None if schema_version is None else str(schema_version),
+        product_version=None,
+        kernels=_select(kernels, model.KERNEL_SCHEMA),
+        memops=memops,
+        runtime=_select(runtime, model.RUNTIME_SCHEMA),
+        nvtx=_select(nvtx, model.NVTX_SCHEMA),
+        gpus=_gpus(pid, kernels, memops, props, not_captured),
+        memory_events=_memory(pid, memory, not_captured),
+        not_captured=not_captured,
+        warnings=warnings,
+        dropped=dropped,
+    )
+
+
+def _load(path: Path) -> Any:
+    """The decoded JSON document, floats kept as their text; every failure is one NsysmoeError."""
+    try:
+        text = _read_text(path)
+    except FileNotFoundError:
+        raise NsysmoeError(f"{path}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise NsysmoeError(f"{path}: is a directory; pass a trace file") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        reason = str(exc) or type(exc).__name__
+        raise NsysmoeError(f"{path}: unreadable gzip ({reason}); the file is truncated") from None
+    except UnicodeDecodeError:
+        raise NsysmoeError(f"{path}: not UTF-8 JSON text; {HINT}") from None
+    try:
+        return json.loads(text, parse_float=str)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise NsysmoeError(f"{path}: not valid JSON ({reason}); the file is truncated or not a "
+                           f"trace; {HINT}") from None  # fmt: skip
+
+
+def _read_text(path: Path) -> str:
+    """Whole file as text, gunzipped when it starts with the gzip magic (suffixes lie).
+
+    A function of its own so the compressed and decompressed bytes are freed on return, before
+    the JSON objects exist.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(path)
+    data = path.read_bytes()
+    if data.startswith(GZIP_MAGIC):
+        data = gzip.decompress(data)
+    return data.decode("utf-8-sig")
+
+
+def _scan(events: list[Any]) -> tuple[list[tuple], list[tuple], list[tuple], int]:
+    """One pass over the events: a tuple per kept event, and the count of malformed ones."""
+    gpu: list[tuple] = []
+    cpu: list[tuple] = []
+    memory: list[tuple] = []
+    malformed = 0
+    for ev in events:
+        try:
+            ph = ev.get("ph")
+            if ph != "X":
+                if ph == "i" and ev.get("name") == "[memory]":
+                    a = ev["args"]
+                    memory.append(
+                        (a.get("Device Id"), to_ns(ev["ts"]), a["Total Allocated"],
+                         a.get("Device Type"))
+                    )  # fmt: skip
+                continue
+            cat = ev.get("cat")
+            kind = GPU_KINDS.get(cat)
+            if kind is not None:
+                a = ev.get("args") or {}
+                gpu.append(
+                    (kind, a.get("device", ev.get("pid")), a.get("stream", ev.get("tid")),
+                     to_ns(ev["ts"]), to_ns(ev.get("dur", 0)), a.get("correlation"),
+                     ev.get("name"), a.get("bytes"))
+                )  # fmt: skip
+                continue
+            kind = CPU_KINDS.get(cat)
+            if kind is not None:
+                a = ev.get("args") or {}
+                cpu.append(
+                    (kind, ev.get("pid"), ev.get("tid"), to_ns(ev["ts"]), to_ns(ev.get("dur", 0)),
+                     a.get("correlation"), ev.get("name"))
+                )  # fmt: skip
+        except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError):
+            malformed += 1
+    return gpu, cpu, memory, malformed
+
+
+def _frame(
+    rows: list[tuple], schema: dict[str, pl.DataType], required: tuple[str, ...] = ("start",)
+) -> pl.DataFrame:
+    """Rows → frame in one call; only if polars rejects a value (a list where an id belongs, an
+    int beyond int64) are the rows cleaned: wrong values become null, rows lacking ``required``
+    go."""
+    try:
+        return pl.DataFrame(rows, schema=schema, orient="row")
+    except (pl.exceptions.PolarsError, TypeError, OverflowError):
+        clean = [tuple(_clean(v, t) for v, t in zip(r, schema.values(), strict=True)) for r in rows]
+        df = pl.DataFrame(clean, schema=schema, orient="row")
+        return df.drop_nulls(list(required)) if required else df
+
+
+def _clean(value: Any, dtype: pl.DataType) -> Any:
+    if dtype == pl.String:
+        return value if isinstance(value, str) else None
+    ok = type(value) is int and -(2**63) <= value < 2**63
+    return value if ok else None
+
+
+def _canonical_pid(rank: Any, cpu: pl.DataFrame) -> int:
+    """The rank when the trace names it, else the CPU events' OS pid (the most common), else 0."""
+    if type(rank) is int and rank >= 0:
+        return rank
+    pids = Counter(cpu["os_pid"].drop_nulls().to_list())
+    return pids.most_common(1)[0][0] if pids else 0
+
+
+def _select(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return df.select(list(schema)).cast(schema)
+
+
+def _memops(gpu: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
+    """Copies and fills, named as the nsys reader names them (``[CUDA memcpy DtoD]``)."""
+    ops = gpu.filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    if ops.is_empty():
+        not_captured["memcpy"] = "no gpu_memcpy/gpu_memset events in the trace"
+    copy_kind = pl.col("name").str.extract(r"^Memcpy (\w+)", 1)
+    name = (
+        pl.when(pl.col("kind") == "memset")
+        .then(pl.lit("[CUDA memset]"))
+        .when(copy_kind.is_not_null())
+        .then(pl.format("[CUDA memcpy {}]", copy_kind))
+        .otherwise(pl.col("name"))
+    )
+    return _select(ops.with_columns(name.alias("name")), model.MEMOP_SCHEMA)
+
+
+def _gpus(
+    pid: int,
+    kernels: pl.DataFrame,
+    memops: pl.DataFrame,
+    props: Any,
+    not_captured: dict[str, str],
+) -> pl.DataFrame:
+    """One row per device that ran work, named from ``deviceProperties`` (matched on ``id``)."""
+    devices = pl.concat([kernels["device"], memops["device"]]).drop_nulls().unique().sort()
+    info: dict[int, tuple[Any, Any]] = {}
+    if isinstance(props, list):
+        for p in props:
+            if isinstance(p, dict) and type(p.get("id")) is int:
+                info[p["id"]] = (p.get("name"), p.get("totalGlobalMem"))
+    else:
+        not_captured["gpu_info"] = "no deviceProperties in the trace: GPU model unknown"
+    rows = [(pid, d, *info.get(d, (None, None))) for d in devices.to_list()]
+    return _frame(rows, model.GPU_SCHEMA, required=())
+
+
+def _memory(pid: int, memory: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
+    """Allocator totals per CUDA device as signed changes whose running sum is the total."""
+    cuda = memory.filter(pl.col("device_type") == CUDA_DEVICE_TYPE).drop_nulls(["device", "total"])
+    if cuda.is_empty():
+        not_captured["memory_usage"] = (
+            "no [memory] events in the trace (record with torch.profiler profile_memory=True)"
+        )
+        return model.empty(model.MEMORY_EVENT_SCHEMA)
+    cuda = cuda.sort("device", "start", maintain_order=True).with_columns(
+        pl.lit(pid, pl.Int64).alias("pid"),
+        pl.col("total").diff().over("device").fill_null(pl.col("total")).alias("bytes"),
+    )
+    return _select(cuda, model.MEMORY_EVENT_SCHEMA)
