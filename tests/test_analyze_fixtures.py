@@ -95,8 +95,8 @@ def window_truth(truth: dict[str, Any], steps: range) -> dict[str, float]:
     """The steady window's numbers from the per-iteration truth: sums over the kept steps."""
     (gpu,) = truth["gpus"]
     kept = [s for s in gpu["steps"] if int(s["name"].split()[-1]) in steps]
-    out = {f: sum(s[f] for s in kept) for f in ("comm_ns", "hidden_ns", "exposed_ns",
-                                                "comm_gemm_attn_ns", "active_ns", "kernels")}  # fmt: skip
+    summed = ("comm_ns", "hidden_ns", "exposed_ns", "comm_gemm_attn_ns", "active_ns", "kernels")
+    out = {f: sum(s[f] for s in kept) for f in summed}
     span = kept[-1]["last_end_ns"] - kept[0]["first_start_ns"]
     out["idle_ns"] = span - out["active_ns"]
     out["hidden_pct"] = 100 * out["hidden_ns"] / out["comm_ns"]
