@@ -113,7 +113,8 @@ def parse_rules(text: str, source: str) -> RuleSet:
 def default_rules() -> RuleSet:
     """The packaged default table; cached because every analysis starts from it."""
     resource = files("nsysmoe") / "rules" / "default.toml"
-    return parse_rules(resource.read_text(encoding="utf-8"), str(resource))
+    rules = parse_rules(resource.read_text(encoding="utf-8"), str(resource))
+    return RuleSet(rules.rules, f"nsysmoe default rules ({len(rules.rules)}, rules/default.toml)")
 
 
 def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:

@@ -31,6 +31,25 @@ class RunAnalysis:
     spread: pl.DataFrame
     stragglers: dict[str, dict[str, object]]
 
+    def to_polars(self) -> pl.DataFrame:
+        """The per-rank table."""
+        return self.ranks
+
+    def to_markdown(self) -> str:
+        from nsysmoe.render.runs import render_run_markdown
+
+        return render_run_markdown(self)
+
+    def to_json(self) -> str:
+        from nsysmoe.render.runs import render_run_json
+
+        return render_run_json(self)
+
+    def _repr_html_(self) -> str:
+        from nsysmoe.render.html import markdown_to_html
+
+        return markdown_to_html(self.to_markdown())
+
     def to_dict(self) -> dict[str, object]:
         return {
             "ranks": self.ranks.to_dicts(),

@@ -56,7 +56,23 @@ class TraceAnalysis:
     warnings: tuple[str, ...] = ()
 
     def to_polars(self) -> pl.DataFrame:
+        """The per-GPU table (one row per (pid, device))."""
         return self.gpus
+
+    def to_markdown(self) -> str:
+        from nsysmoe.render.markdown import render_markdown
+
+        return render_markdown([self])
+
+    def to_json(self) -> str:
+        from nsysmoe.render.json import render_json
+
+        return render_json([self])
+
+    def _repr_html_(self) -> str:
+        from nsysmoe.render.html import markdown_to_html
+
+        return markdown_to_html(self.to_markdown())
 
     def to_dict(self) -> dict[str, object]:
         classes = self.classes.partition_by("pid", "device", as_dict=True)

@@ -39,6 +39,25 @@ class Comparison:
     kernel_changes: pl.DataFrame
     nvtx_changes: pl.DataFrame
 
+    def to_polars(self) -> pl.DataFrame:
+        """The side-by-side metric table: key, label, unit, off, on, delta, delta_pct."""
+        return pl.DataFrame([r.to_dict() for r in self.rows])
+
+    def to_markdown(self) -> str:
+        from nsysmoe.render.comparison import render_comparison_markdown
+
+        return render_comparison_markdown(self)
+
+    def to_json(self) -> str:
+        from nsysmoe.render.comparison import render_comparison_json
+
+        return render_comparison_json(self)
+
+    def _repr_html_(self) -> str:
+        from nsysmoe.render.html import markdown_to_html
+
+        return markdown_to_html(self.to_markdown())
+
     def row(self, key: str) -> MetricRow:
         return next(r for r in self.rows if r.key == key)
 

@@ -30,6 +30,25 @@ class RunComparison:
     matched: bool
     contract_notes: tuple[str, ...]
 
+    def to_polars(self) -> pl.DataFrame:
+        """The summed metric table over all rank pairs."""
+        return pl.DataFrame([r.to_dict() for r in self.rows])
+
+    def to_markdown(self) -> str:
+        from nsysmoe.render.runs import render_runcmp_markdown
+
+        return render_runcmp_markdown(self)
+
+    def to_json(self) -> str:
+        from nsysmoe.render.runs import render_runcmp_json
+
+        return render_runcmp_json(self)
+
+    def _repr_html_(self) -> str:
+        from nsysmoe.render.html import markdown_to_html
+
+        return markdown_to_html(self.to_markdown())
+
     def values(self) -> dict[str, float | None]:
         out: dict[str, float | None] = {}
         for r in self.rows:
