@@ -114,7 +114,8 @@ def default_rules() -> RuleSet:
     """The packaged default table; cached because every analysis starts from it."""
     resource = files("nsysmoe") / "rules" / "default.toml"
     rules = parse_rules(resource.read_text(encoding="utf-8"), str(resource))
-    return RuleSet(rules.rules, f"nsysmoe default rules ({len(rules.rules)}, rules/default.toml)")
+    source = f"nsysmoe default rules ({len(rules.rules)}): nsysmoe/rules/default.toml"
+    return RuleSet(rules.rules, source)
 
 
 def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:
