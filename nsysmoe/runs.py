@@ -4,6 +4,7 @@ Dask cluster. One unreadable file is reported; the others proceed."""
 from __future__ import annotations
 
 import glob
+import sys
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -94,7 +95,7 @@ def map_files(
 
 
 def _bar(n: int, label: str, show: bool):  # noqa: ANN202 - click's ProgressBar type is private
-    return click.progressbar(length=n, label=label, file=click.get_text_stream("stderr"),
+    return click.progressbar(length=n, label=label, file=sys.stderr,
                              hidden=not show or n < 2)  # fmt: skip
 
 
