@@ -4,8 +4,8 @@ Dask cluster. One unreadable file is reported; the others proceed."""
 from __future__ import annotations
 
 import glob
-import sys
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
