@@ -11,9 +11,10 @@ from nsysmoe.model import Trace
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a trace, detecting its format by content: SQLite magic → nsys export, gzip magic or
-    JSON ``{`` → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep`` go through ``nsys
-    export``. Anything else goes to the nsys reader, whose errors say what to pass."""
+    """Read a trace, detecting its format by content, not suffix: SQLite magic → nsys export; gzip
+    magic or JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep``
+    go through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
+    pass."""
     path = Path(path)
     if path.suffix in REPORT_SUFFIXES and path.is_file():
         with export_report(path) as sqlite_path:
