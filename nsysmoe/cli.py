@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from nsysmoe.analyze import Scope
 from nsysmoe.classify import RuleSet, default_rules, load_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.overlap import Window
+from nsysmoe.runs import Executor
 
 UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
@@ -122,6 +124,12 @@ def cli() -> None:
     "identity, never stale.",
 )
 @click.option(
+    "--plot",
+    "plot_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write figures (PNG and SVG) to this folder; the Markdown report links them.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -141,6 +149,7 @@ def analyze(
     jobs: int | None,
     dask_address: str | None,
     use_cache: bool,
+    plot_dir: Path | None,
     output: Path | None,
     rules_path: Path | None,
     rules_replace: bool,
@@ -152,67 +161,118 @@ def analyze(
     one multi-rank run. TRACES are `nsys export --type sqlite` files (.nsys-rep when nsys is on
     PATH) or PyTorch profiler JSON.
     """
-    from nsysmoe import api, cache
-    from nsysmoe.render import COMPARISON_RENDERERS, RENDERERS
-    from nsysmoe.runs import Executor, default_jobs, expand
+    from nsysmoe import cache
+    from nsysmoe.runs import default_jobs, expand
 
-    rules = _rules(rules_path, rules_replace)
     ab = len(traces) == 2 and not whole_trace
-    scope = make_scope(window, skip, step_range, ab)
-    executor = Executor(jobs or default_jobs(), dask_address)
-    cache_dir = cache.default_dir() if use_cache else None
+    req = Request(
+        rules=_rules(rules_path, rules_replace),
+        scope=make_scope(window, skip, step_range, ab),
+        executor=Executor(jobs or default_jobs(), dask_address),
+        cache_dir=cache.default_dir() if use_cache else None,
+        fmt=fmt,
+        output=output,
+        strict=strict,
+        fail_if=fail_if,
+        plot_dir=plot_dir,
+    )
     if len(traces) <= 2:
         sides = [expand(t) for t in traces]
     else:  # an unquoted glob expanded by the shell: one multi-rank run
         sides = [[path for arg in traces for path in expand(arg)]]
     if sum(len(side) for side in sides) > len(sides):
-        _many(sides, rules, scope, executor, cache_dir, fmt, output, strict, fail_if)
-        return
-    traces = tuple(side[0] for side in sides)
-    if len(traces) == 1:
-        result = api.analyze(traces[0], rules=rules, scope=scope, cache_dir=cache_dir)
-        _emit(RENDERERS[fmt]([result]), output)
-        _check_fail_if(fail_if, api.analysis_values(result))
-        return
-    comparison = api.compare(traces[0], traces[1], rules=rules, scope=scope, cache_dir=cache_dir)
-    _emit(COMPARISON_RENDERERS[fmt](comparison), output)
-    if strict and not comparison.contract.matched:
+        _many(req, sides)
+    elif len(sides) == 1:
+        _one(req, sides[0][0])
+    else:
+        _ab(req, sides[0][0], sides[1][0])
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``analyze`` was asked to do, resolved from its options."""
+
+    rules: RuleSet
+    scope: Scope
+    executor: Executor
+    cache_dir: Path | None
+    fmt: str
+    output: Path | None
+    strict: bool
+    fail_if: tuple[str, ...]
+    plot_dir: Path | None
+
+
+def _one(req: Request, path: str) -> None:
+    from nsysmoe import api
+    from nsysmoe.render import RENDERERS
+
+    trace = api.load(path, cache_dir=req.cache_dir)
+    result = api.analyze(trace, rules=req.rules, scope=req.scope)
+    figures = _plots(req, analyses=[result], traces=[trace])
+    _emit(RENDERERS[req.fmt]([result]) + _figure_links(req, figures), req.output)
+    _check_fail_if(req.fail_if, api.analysis_values(result))
+
+
+def _ab(req: Request, off_path: str, on_path: str) -> None:
+    from nsysmoe import api
+    from nsysmoe.render import COMPARISON_RENDERERS
+
+    off, on = (api.load(p, cache_dir=req.cache_dir) for p in (off_path, on_path))
+    comparison = api.compare(off, on, rules=req.rules, scope=req.scope)
+    sides = [comparison.off.analysis, comparison.on.analysis]
+    figures = _plots(req, comparison=comparison, analyses=sides, traces=[off, on])
+    _emit(COMPARISON_RENDERERS[req.fmt](comparison) + _figure_links(req, figures), req.output)
+    if req.strict and not comparison.contract.matched:
         raise NsysmoeError(f"--strict: measurement contract {comparison.contract.summary()}")
-    _check_fail_if(fail_if, comparison.values())
+    _check_fail_if(req.fail_if, comparison.values())
 
 
-def _many(sides, rules, scope, executor, cache_dir, fmt, output, strict, fail_if) -> None:  # noqa: ANN001
+def _many(req: Request, sides: list[list[str]]) -> None:
     """Many ranks: one run (per-rank table, spread, straggler) or an A/B of two runs."""
     from nsysmoe import api
     from nsysmoe.render.runs import RUN_RENDERERS, RUNCMP_RENDERERS
 
+    kw = {"rules": req.rules, "scope": req.scope, "executor": req.executor,
+          "cache_dir": req.cache_dir}  # fmt: skip
     if len(sides) == 1:
-        run = api.analyze_many(
-            sides[0], rules=rules, scope=scope, executor=executor, cache_dir=cache_dir
-        )
-        _emit(RUN_RENDERERS[fmt](run), output)
-        bad, values = run.failures, {}
-        if run.analyses:
-            values = api.analysis_values_many(run)
+        run = api.analyze_many(sides[0], **kw)
+        figures = _plots(req, run=run)
+        _emit(RUN_RENDERERS[req.fmt](run) + _figure_links(req, figures), req.output)
+        bad, values = run.failures, api.analysis_values_many(run) if run.analyses else {}
     else:
-        rc = api.compare_many(
-            sides[0], sides[1], rules=rules, scope=scope, executor=executor, cache_dir=cache_dir
-        )
-        _emit(RUNCMP_RENDERERS[fmt](rc), output)
+        rc = api.compare_many(sides[0], sides[1], **kw)
+        _emit(RUNCMP_RENDERERS[req.fmt](rc), req.output)
         bad, values = rc.failures, rc.values()
-        if strict and not rc.matched:
-            raise NsysmoeError(
-                "--strict: measurement contract not matched: " + "; ".join(rc.contract_notes)
-            )
+        if req.strict and not rc.matched:
+            notes = "; ".join(rc.contract_notes)
+            raise NsysmoeError(f"--strict: measurement contract not matched: {notes}")
     if bad:
-        first = f"{bad[0].path}: {bad[0].error}"
         click.echo(f"nsysmoe: warning: {len(bad)} input(s) could not be analysed (listed in the "
-                   f"report), first: {first}", err=True)  # fmt: skip
-    if bad and strict:
+                   f"report), first: {bad[0].path}: {bad[0].error}", err=True)  # fmt: skip
+    if bad and req.strict:
         raise NsysmoeError(f"--strict: {len(bad)} file(s) could not be analysed")
     if not values:
         raise NsysmoeError("no file could be analysed")
-    _check_fail_if(fail_if, values)
+    _check_fail_if(req.fail_if, values)
+
+
+def _plots(req: Request, **what: object) -> list[Path]:
+    if req.plot_dir is None:
+        return []
+    from nsysmoe.render.plot import write_plots
+
+    return write_plots(req.plot_dir, rules=req.rules, **what)  # type: ignore[arg-type]
+
+
+def _figure_links(req: Request, figures: list[Path]) -> str:
+    """Markdown links to the PNGs, relative to the report file; other formats list nothing."""
+    pngs = [f for f in figures if f.suffix == ".png"]
+    if req.fmt != "markdown" or not pngs:
+        return ""
+    base = (req.output.parent if req.output else Path.cwd()).resolve()
+    links = [f"![{f.stem}]({os.path.relpath(f.resolve(), base)})" for f in pngs]
+    return "\n#### Figures\n\n" + "\n\n".join(links) + "\n"
 
 
 def _check_fail_if(conditions: tuple[str, ...], values: dict[str, float | None]) -> None:

@@ -1,0 +1,76 @@
+"""The command line as a user types it: formats, JSON fields, --plot, kernels, examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsysmoe.api import example_paths
+from nsysmoe.cli import cli
+
+OFF, ON = (str(p) for p in example_paths())
+GPU_FIELDS = {"pid", "device", "kernels", "span_ns", "active_ns", "idle_ns", "comm_ns",
+              "compute_ns", "hidden_ns", "exposed_ns", "hidden_pct", "comm_gemm_attn_ns",
+              "classes"}  # fmt: skip
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_examples_command_lists_the_pair() -> None:
+    assert invoke("examples").output.split() == [OFF, ON]
+
+
+def test_json_fields_documented_in_readme() -> None:
+    doc = json.loads(invoke("analyze", OFF, "--format", "json").output)
+    assert doc["schema"] == "nsysmoe.analysis" and doc["version"] == 1
+    (trace,) = doc["traces"]
+    (gpu,) = trace["gpus"]
+    assert GPU_FIELDS <= set(gpu)
+    assert set(gpu["classes"]["comm"]) == {"count", "sum_ns", "union_ns"}
+    assert {"name", "count", "total_ns"} <= set(trace["nvtx"][0])
+    assert {"wall", "reason", "evidence", "thresholds", "knobs"} <= set(trace["wall"])
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for field in GPU_FIELDS | {"nvtx", "wall", "unclassified", "not_captured", "iterations"}:
+        assert f'"{field}"' in readme or f"`{field}`" in readme, field
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown"])
+def test_text_formats(fmt: str) -> None:
+    out = invoke("analyze", OFF, ON, "--format", fmt).output
+    for row in ("communication concurrent with GEMM/attention", "communication hidden by compute",
+                "GPU-active interval union", "dispatch_core in hybrid-ep",
+                "metadata_preprocess_core in hybrid-ep", "median step time",
+                "GEMM kernels, sum of durations", "Measurement contract"):  # fmt: skip
+        assert row in out, row
+
+
+def test_plot_writes_figures_and_markdown_links_them(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
+    invoke("analyze", OFF, ON, "--plot", str(tmp_path / "figs"), "--format", "markdown",
+           "-o", str(report))  # fmt: skip
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert names == sorted(
+        f"{stem}.{ext}"
+        for ext in ("png", "svg")
+        for stem in (
+            "breakdown",
+            "timeline-moe-hybridep-overlap-off",
+            "timeline-moe-hybridep-overlap-on",
+        )
+    )
+    text = report.read_text()
+    assert "![breakdown](figs/breakdown.png)" in text
+
+
+def test_kernels_audit_table() -> None:
+    out = invoke("kernels", OFF, "--class", "comm", "--format", "json").output
+    rows = json.loads(out)["kernels"]
+    assert rows and all(r["class"] == "comm" for r in rows)
+    assert any("hybrid_ep::dispatch_kernel" in r["name"] for r in rows)
