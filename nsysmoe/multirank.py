@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe.report import Report
 from nsysmoe.result import TraceAnalysis
 from nsysmoe.runs import Failure
 
@@ -20,7 +21,7 @@ SPREAD_METRICS = ("step_ns", "hidden_pct", "exposed_ns", "comm_ns", "idle_ns", "
 
 
 @dataclass(frozen=True)
-class RunAnalysis:
+class RunAnalysis(Report):
     """``ranks``: one row per GPU across all files (file, rank label, the per-GPU metrics and
     the file's median step); ``spread``: per metric median/min/max across ranks and which rank
     holds the min and max; ``stragglers``: by step time and by communication wait."""
@@ -31,24 +32,14 @@ class RunAnalysis:
     spread: pl.DataFrame
     stragglers: dict[str, dict[str, object]]
 
+    def _render(self, fmt: str) -> str:
+        from nsysmoe.render.runs import RUN_RENDERERS
+
+        return RUN_RENDERERS[fmt](self)
+
     def to_polars(self) -> pl.DataFrame:
         """The per-rank table."""
         return self.ranks
-
-    def to_markdown(self) -> str:
-        from nsysmoe.render.runs import render_run_markdown
-
-        return render_run_markdown(self)
-
-    def to_json(self) -> str:
-        from nsysmoe.render.runs import render_run_json
-
-        return render_run_json(self)
-
-    def _repr_html_(self) -> str:
-        from nsysmoe.render.html import markdown_to_html
-
-        return markdown_to_html(self.to_markdown())
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -8,6 +8,7 @@ import polars as pl
 
 from nsysmoe.measure.overlap import Window
 from nsysmoe.measure.walls import WallVerdict
+from nsysmoe.report import Report
 
 JSON_SCHEMA = "nsysmoe.analysis"
 JSON_VERSION = 1
@@ -26,7 +27,7 @@ ITERATION_SCHEMA = {
 
 
 @dataclass(frozen=True)
-class TraceAnalysis:
+class TraceAnalysis(Report):
     """Everything ``nsysmoe analyze`` measured on one trace.
 
     ``gpus``: one row per GPU (pid, device, gpu_name and the metrics of
@@ -55,24 +56,14 @@ class TraceAnalysis:
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
+    def _render(self, fmt: str) -> str:
+        from nsysmoe.render import RENDERERS
+
+        return RENDERERS[fmt]([self])
+
     def to_polars(self) -> pl.DataFrame:
         """The per-GPU table (one row per (pid, device))."""
         return self.gpus
-
-    def to_markdown(self) -> str:
-        from nsysmoe.render.markdown import render_markdown
-
-        return render_markdown([self])
-
-    def to_json(self) -> str:
-        from nsysmoe.render.json import render_json
-
-        return render_json([self])
-
-    def _repr_html_(self) -> str:
-        from nsysmoe.render.html import markdown_to_html
-
-        return markdown_to_html(self.to_markdown())
 
     def to_dict(self) -> dict[str, object]:
         classes = self.classes.partition_by("pid", "device", as_dict=True)

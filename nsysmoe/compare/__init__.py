@@ -11,6 +11,7 @@ from nsysmoe.classify import RuleSet
 from nsysmoe.compare.contract import Contract, check_contract
 from nsysmoe.compare.metrics import (
     MetricRow,
+    flat_values,
     per_gpu_rows,
     summary_rows,
     top_kernel_changes,
@@ -20,6 +21,7 @@ from nsysmoe.compare.side import Side, measure_side
 from nsysmoe.compare.verdict import Verdict, judge, noise_floor
 from nsysmoe.measure.steps import detect_steps
 from nsysmoe.model import Trace
+from nsysmoe.report import Report
 
 #: metric key → per-iteration column and whether its noise is relative (%) or absolute (points)
 JUDGED = {"step_time_ns": ("step_ns", True), "exposed_ns": ("exposed_ns", True),
@@ -29,7 +31,7 @@ JSON_VERSION = 1
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Report):
     off: Side
     on: Side
     contract: Contract
@@ -39,45 +41,21 @@ class Comparison:
     kernel_changes: pl.DataFrame
     nvtx_changes: pl.DataFrame
 
+    def _render(self, fmt: str) -> str:
+        from nsysmoe.render import COMPARISON_RENDERERS
+
+        return COMPARISON_RENDERERS[fmt](self)
+
     def to_polars(self) -> pl.DataFrame:
         """The side-by-side metric table: key, label, unit, off, on, delta, delta_pct."""
         return pl.DataFrame([r.to_dict() for r in self.rows])
-
-    def to_markdown(self) -> str:
-        from nsysmoe.render.comparison import render_comparison_markdown
-
-        return render_comparison_markdown(self)
-
-    def to_json(self) -> str:
-        from nsysmoe.render.comparison import render_comparison_json
-
-        return render_comparison_json(self)
-
-    def _repr_html_(self) -> str:
-        from nsysmoe.render.html import markdown_to_html
-
-        return markdown_to_html(self.to_markdown())
 
     def row(self, key: str) -> MetricRow:
         return next(r for r in self.rows if r.key == key)
 
     def values(self) -> dict[str, float | None]:
-        """Flat values for ``--fail-if``: ``KEY`` (on side), ``KEY_off``, ``KEY_delta`` and
-        ``KEY_delta_pct`` for every metric row; plus short aliases for the common ones."""
-        out: dict[str, float | None] = {}
-        for r in self.rows:
-            if r.key.startswith(("nvtx:", "nvtx_gpu:")):
-                continue
-            out[r.key] = r.on
-            out[f"{r.key}_off"] = r.off
-            out[f"{r.key}_delta"] = r.delta
-            out[f"{r.key}_delta_pct"] = r.delta_pct
-        out["step_time_delta_pct"] = out["step_time_ns_delta_pct"]
-        out["exposed_delta_pct"] = out["exposed_ns_delta_pct"]
-        out["gemm_inflation_pct"] = out["gemm_sum_ns_delta_pct"]
-        out["attention_inflation_pct"] = out["attention_sum_ns_delta_pct"]
-        out["matched"] = 1.0 if self.contract.matched else 0.0
-        return out
+        """Flat values for ``--fail-if`` (:func:`nsysmoe.compare.metrics.flat_values`)."""
+        return flat_values(self.rows, self.contract.matched)
 
     def to_dict(self) -> dict[str, object]:
         return {

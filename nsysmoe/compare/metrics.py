@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -37,6 +38,28 @@ class MetricRow:
             "on": self.on, "delta": self.delta, "delta_pct": self.delta_pct,
             "better": self.better, "note": self.note,
         }  # fmt: skip
+
+
+#: short ``--fail-if`` names for common values
+ALIASES = {
+    "step_time_delta_pct": "step_time_ns_delta_pct",
+    "exposed_delta_pct": "exposed_ns_delta_pct",
+    "gemm_inflation_pct": "gemm_sum_ns_delta_pct",
+    "attention_inflation_pct": "attention_sum_ns_delta_pct",
+}
+
+
+def flat_values(rows: Sequence[MetricRow], matched: bool) -> dict[str, float | None]:
+    """``KEY`` (the on side), ``KEY_off``, ``KEY_delta``, ``KEY_delta_pct`` for every non-NVTX
+    row, the :data:`ALIASES`, and ``matched`` (1 or 0)."""
+    out: dict[str, float | None] = {}
+    for r in rows:
+        if not r.key.startswith(("nvtx:", "nvtx_gpu:")):
+            out |= {r.key: r.on, f"{r.key}_off": r.off, f"{r.key}_delta": r.delta,
+                    f"{r.key}_delta_pct": r.delta_pct}  # fmt: skip
+    out |= {alias: out.get(key) for alias, key in ALIASES.items()}
+    out["matched"] = 1.0 if matched else 0.0
+    return out
 
 
 def _sum(side: Side, col: str) -> int:

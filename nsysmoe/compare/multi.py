@@ -10,8 +10,9 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe.compare import Comparison
-from nsysmoe.compare.metrics import MetricRow
+from nsysmoe.compare.metrics import MetricRow, flat_values
 from nsysmoe.compare.verdict import Verdict, judge, noise_floor
+from nsysmoe.report import Report
 from nsysmoe.runs import Failure
 
 #: rows whose cross-rank value is a median of per-rank values, not a sum
@@ -21,7 +22,7 @@ JUDGED = {"step_time_ns": ("step_ns", True), "exposed_ns": ("exposed_ns", True),
 
 
 @dataclass(frozen=True)
-class RunComparison:
+class RunComparison(Report):
     pairs: tuple[Comparison, ...]
     failures: tuple[Failure, ...]
     rows: tuple[MetricRow, ...]
@@ -30,34 +31,18 @@ class RunComparison:
     matched: bool
     contract_notes: tuple[str, ...]
 
+    def _render(self, fmt: str) -> str:
+        from nsysmoe.render.runs import RUNCMP_RENDERERS
+
+        return RUNCMP_RENDERERS[fmt](self)
+
     def to_polars(self) -> pl.DataFrame:
         """The summed metric table over all rank pairs."""
         return pl.DataFrame([r.to_dict() for r in self.rows])
 
-    def to_markdown(self) -> str:
-        from nsysmoe.render.runs import render_runcmp_markdown
-
-        return render_runcmp_markdown(self)
-
-    def to_json(self) -> str:
-        from nsysmoe.render.runs import render_runcmp_json
-
-        return render_runcmp_json(self)
-
-    def _repr_html_(self) -> str:
-        from nsysmoe.render.html import markdown_to_html
-
-        return markdown_to_html(self.to_markdown())
-
     def values(self) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
-        for r in self.rows:
-            out |= {r.key: r.on, f"{r.key}_off": r.off, f"{r.key}_delta": r.delta,
-                    f"{r.key}_delta_pct": r.delta_pct}  # fmt: skip
-        out["step_time_delta_pct"] = out.get("step_time_ns_delta_pct")
-        out["exposed_delta_pct"] = out.get("exposed_ns_delta_pct")
-        out["matched"] = 1.0 if self.matched else 0.0
-        return out
+        """``--fail-if`` values, as for one A/B (:func:`nsysmoe.compare.metrics.flat_values`)."""
+        return flat_values(self.rows, self.matched)
 
     def to_dict(self) -> dict[str, object]:
         return {

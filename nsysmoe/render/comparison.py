@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from nsysmoe import __version__
 from nsysmoe.compare import JSON_SCHEMA, JSON_VERSION, Comparison
 from nsysmoe.compare.metrics import MetricRow
+from nsysmoe.compare.verdict import Verdict
 from nsysmoe.render import markdown, terminal
 from nsysmoe.render.tables import Table, count, iteration_table, ms, pct, shorten, source_text
 
@@ -28,16 +29,20 @@ def delta(row: MetricRow) -> tuple[str, str]:
     return text, "–" if row.delta_pct is None else f"{row.delta_pct:+.1f} %"
 
 
-def metric_table(c: Comparison) -> Table:
-    verdicts = {v.key: v.outcome for v in c.verdicts}
-    rows = []
-    for r in c.rows:
-        unit = {"ns": " (ms)", "pct": "", "count": ""}[r.unit]
-        d, dp = delta(r)
-        rows.append((r.label + unit, value(r, r.off), value(r, r.on), d, dp,
-                     verdicts.get(r.key, "")))  # fmt: skip
-    header = ("metric (all GPUs)", "off", "on", "Δ", "Δ %", "verdict")
-    return Table("Overlap off vs on", header, tuple(rows), (False, True, True, True, True, False))
+def metric_table(
+    rows: Sequence[MetricRow], verdicts: Sequence[Verdict], *, scope: str = "all GPUs"
+) -> Table:
+    """Off / on / Δ / Δ % / verdict per metric row (one A/B, or the sum over rank pairs)."""
+    outcome = {v.key: v.outcome for v in verdicts}
+    units = {"ns": " (ms)", "pct": "", "count": ""}
+    cells = tuple(
+        (r.label + units[r.unit], value(r, r.off), value(r, r.on), *delta(r),
+         outcome.get(r.key, ""))
+        for r in rows
+    )  # fmt: skip
+    header = (f"metric ({scope})", "off", "on", "Δ", "Δ %", "verdict")
+    return Table(f"Overlap off vs on, {scope}", header, cells,
+                 (False, True, True, True, True, False))  # fmt: skip
 
 
 def contract_table(c: Comparison) -> Table:
@@ -90,7 +95,7 @@ def _sections(c: Comparison, fmt_table: Callable[[Table], str], quote: str) -> l
     ]
     parts = [
         "\n".join(quote + h for h in head),
-        fmt_table(metric_table(c)),
+        fmt_table(metric_table(c.rows, c.verdicts)),
         "\n".join(quote + v for v in verdict_lines(c)),
         fmt_table(contract_table(c)),
     ]

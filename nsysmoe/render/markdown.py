@@ -6,10 +6,9 @@ from nsysmoe.render.tables import (
     Table,
     class_table,
     gpu_table,
-    iteration_table,
-    nvtx_table,
+    notes,
+    optional_tables,
     source_text,
-    unclassified_table,
     wall_lines,
     window_text,
 )
@@ -45,14 +44,7 @@ def _one(a: TraceAnalysis) -> str:
         + format_table(class_table(a))
         + "\n\n</details>",
     ]
-    if not a.iterations.is_empty():
-        parts.append(format_table(iteration_table(a)))
-    if not a.nvtx.is_empty():
-        parts.append(format_table(nvtx_table(a)))
-    if not a.unclassified.is_empty():
-        parts.append(format_table(unclassified_table(a)))
-    notes = [f"- not captured: {k}: {v}" for k, v in a.not_captured.items()]
-    notes += [f"- warning: {w}" for w in a.warnings]
-    if notes:
-        parts.append("\n".join(notes))
+    parts += [format_table(t) for t in optional_tables(a)]
+    if notes(a):
+        parts.append("\n".join(f"- {n}" for n in notes(a)))
     return "\n\n".join(parts)

@@ -10,7 +10,7 @@ from nsysmoe import __version__
 from nsysmoe.compare.multi import RunComparison
 from nsysmoe.multirank import RunAnalysis
 from nsysmoe.render import markdown, terminal
-from nsysmoe.render.comparison import delta, value
+from nsysmoe.render.comparison import metric_table
 from nsysmoe.render.tables import Table, count, ms, pct
 
 TOP_RANKS = 64
@@ -90,19 +90,6 @@ def render_run_json(run: RunAnalysis) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def summed_table(rc: RunComparison) -> Table:
-    verdicts = {v.key: v.outcome for v in rc.verdicts}
-    rows = []
-    for r in rc.rows:
-        unit = {"ns": " (ms)", "pct": "", "count": ""}[r.unit]
-        d, dp = delta(r)
-        rows.append((r.label + unit, value(r, r.off), value(r, r.on), d, dp,
-                     verdicts.get(r.key, "")))  # fmt: skip
-    header = ("metric (all ranks)", "off", "on", "Δ", "Δ %", "verdict")
-    return Table("Overlap off vs on, all ranks", header, tuple(rows),
-                 (False, True, True, True, True, False))  # fmt: skip
-
-
 def pair_table(rc: RunComparison) -> Table:
     rows = tuple(
         (f"{r['off']} ↔ {r['on']}", pct(r["hidden_pct_off"]), pct(r["hidden_pct_on"]),
@@ -120,7 +107,10 @@ def _cmp_parts(rc: RunComparison, fmt_table: Callable[[Table], str], quote: str)
     parts = [f"{quote}{len(rc.pairs)} rank pairs; measurement contract: {status}"]
     parts += [quote + "WARNING: " + n for n in rc.contract_notes]
     if rc.pairs:
-        parts += [fmt_table(summed_table(rc)), fmt_table(pair_table(rc))]
+        parts += [
+            fmt_table(metric_table(rc.rows, rc.verdicts, scope="all ranks")),
+            fmt_table(pair_table(rc)),
+        ]
     if rc.failures:
         parts.append("\n".join(quote + line for line in failure_lines(rc.failures)))
     return parts

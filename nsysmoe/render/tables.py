@@ -179,3 +179,22 @@ def memory_text(ev: dict) -> str:
         pct_text = pct(ev.get("peak_memory_pct"))
         return f"peak {ev['peak_allocated_bytes'] / 2**30:,.2f} GiB ({pct_text} of GPU memory)"
     return str(ev.get("memory_usage", "not captured"))
+
+
+def optional_tables(a: TraceAnalysis) -> list[Table]:
+    """The tables a report shows only when the trace has that data."""
+    tables = []
+    if not a.iterations.is_empty():
+        tables.append(iteration_table(a))
+    if not a.nvtx.is_empty():
+        tables.append(nvtx_table(a))
+    if not a.unclassified.is_empty():
+        tables.append(unclassified_table(a))
+    return tables
+
+
+def notes(a: TraceAnalysis) -> list[str]:
+    """What the trace did not capture and what the reader left out."""
+    return [f"not captured: {k}: {v}" for k, v in a.not_captured.items()] + [
+        f"warning: {w}" for w in a.warnings
+    ]
