@@ -22,7 +22,13 @@ from nsysmoe.multirank import RunAnalysis, run_analysis
 from nsysmoe.result import TraceAnalysis
 from nsysmoe.runs import Executor, map_files
 
-EXAMPLES = ("moe-hybridep-overlap-off.sqlite", "moe-hybridep-overlap-on.sqlite")
+EXAMPLES = {
+    "nsys": ("moe-hybridep-overlap-off.sqlite", "moe-hybridep-overlap-on.sqlite"),
+    "kineto": (
+        "moe-hybridep-overlap-off.pt.trace.json.gz",
+        "moe-hybridep-overlap-on.pt.trace.json.gz",
+    ),
+}
 
 
 def load(path: str | Path, *, cache_dir: str | Path | None = None) -> Trace:
@@ -161,7 +167,8 @@ def kernel_summary(
     return table.filter(pl.col("class") == klass) if klass else table
 
 
-def example_paths() -> list[Path]:
-    """The shipped example exports: HybridEP MoE steps with EP overlap off, then on."""
+def example_paths(kind: str = "nsys") -> list[Path]:
+    """The shipped example traces: HybridEP MoE steps with EP overlap off, then on — as nsys
+    SQLite exports (``kind="nsys"``) or the same run as PyTorch profiler JSON (``"kineto"``)."""
     base = resources.files("nsysmoe") / "examples"
-    return [Path(str(base / name)) for name in EXAMPLES]
+    return [Path(str(base / name)) for name in EXAMPLES[kind]]

@@ -310,11 +310,12 @@ def kernels(
 
 
 @cli.command()
-def examples() -> None:
-    """Print the paths of the example exports shipped with nsysmoe (overlap off, then on)."""
+@click.option("--kineto", is_flag=True, help="The same run as PyTorch profiler JSON.")
+def examples(kineto: bool) -> None:
+    """Print the paths of the example traces shipped with nsysmoe (overlap off, then on)."""
     from nsysmoe.api import example_paths
 
-    click.echo("\n".join(str(p) for p in example_paths()))
+    click.echo("\n".join(str(p) for p in example_paths("kineto" if kineto else "nsys")))
 
 
 def _emit(text: str, output: Path | None) -> None:

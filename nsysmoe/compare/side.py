@@ -16,7 +16,10 @@ from nsysmoe.result import TraceAnalysis
 
 #: NVTX ranges that carry MoE dispatch/combine phases (HybridEP executor, Megatron EP-overlap
 #: schedule) or NCCL calls; their totals are compared row by row.
-MOE_PHASE_PATTERN = r"(?i)in hybrid-ep$|^moe_(?:dispatch|combine)\b|dispatch|combine|^NCCL:"
+MOE_PHASE_PATTERN = (
+    r"(?i)in hybrid-ep$|^moe_(?:dispatch|combine)\b|dispatch|combine|^NCCL:"
+    r"|^nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Send|Recv|Group\w+|AlltoAll)$"
+)  # the last line: NCCL ranges without their domain (Kineto traces have no NVTX domains)
 #: PyTorch emit_nvtx suffixes that change between runs: ``, op_id = 12``, ``, seq = 3``, shapes
 _NVTX_NOISE = re.compile(r",\s*(?:op_id|seq)\s*=\s*\d+|,\s*sizes\s*=\s*\[.*$")
 

@@ -146,8 +146,10 @@ def iteration_table(a: TraceAnalysis) -> Table:
 
 
 def source_text(a: TraceAnalysis) -> str:
-    version = f"nsys {a.product_version}, " if a.product_version else ""
     schema = f"schema {a.schema_version}" if a.schema_version else "schema unknown"
+    if a.source_format.startswith("kineto"):
+        return f"{a.path} (PyTorch profiler trace, Kineto {schema})"
+    version = f"nsys {a.product_version}, " if a.product_version else ""
     return f"{a.path} ({version}{schema})"
 
 
