@@ -15,6 +15,8 @@ from nsysmoe.compare import Comparison
 from nsysmoe.compare import compare as run_compare
 from nsysmoe.compare.multi import RunComparison, compare_runs
 from nsysmoe.compare.side import STEADY
+from nsysmoe.compat import CompatResult, compat_analysis, profiler_step_names
+from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import load_trace
 from nsysmoe.measure.overlap import Window
 from nsysmoe.model import Trace
@@ -141,6 +143,18 @@ def _compare_paths(
 ) -> Comparison:
     a, b = load(off, cache_dir=cache_dir), load(on, cache_dir=cache_dir)
     return run_compare(a, b, rules=rules, scope=scope)
+
+
+def compat_many(
+    paths: list[str], *, tool: str = "hta", rules: RuleSet | None = None
+) -> list[CompatResult]:
+    """Another tool's conventions per trace (``"hta"``: HolisticTraceAnalysis 0.5.0), the
+    traces taken together as one job's ranks (HTA counts ProfilerStep names across them)."""
+    if tool != "hta":
+        raise NsysmoeError(f"--compat {tool!r}: unknown tool; known: hta")
+    traces = [load(p) for p in paths]
+    steps = frozenset().union(*(profiler_step_names(t) for t in traces))
+    return [compat_analysis(t, rules=rules, step_names=steps) for t in traces]
 
 
 def kernel_summary(

@@ -124,6 +124,11 @@ def cli() -> None:
     "identity, never stale.",
 )
 @click.option(
+    "--compat",
+    type=click.Choice(["hta"]),
+    help="Also compute another tool's figure with its conventions (hta: HolisticTraceAnalysis).",
+)
+@click.option(
     "--plot",
     "plot_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -149,6 +154,7 @@ def analyze(
     jobs: int | None,
     dask_address: str | None,
     use_cache: bool,
+    compat: str | None,
     plot_dir: Path | None,
     output: Path | None,
     rules_path: Path | None,
@@ -176,6 +182,9 @@ def analyze(
         fail_if=fail_if,
         plot_dir=plot_dir,
     )
+    if compat:
+        _compat(req, compat, [path for arg in traces for path in expand(arg)])
+        return
     if len(traces) <= 2:
         sides = [expand(t) for t in traces]
     else:  # an unquoted glob expanded by the shell: one multi-rank run
@@ -255,6 +264,15 @@ def _many(req: Request, sides: list[list[str]]) -> None:
     if not values:
         raise NsysmoeError("no file could be analysed")
     _check_fail_if(req.fail_if, values)
+
+
+def _compat(req: Request, tool: str, paths: list[str]) -> None:
+    """Another tool's conventions on every trace (the traces are one job's ranks)."""
+    from nsysmoe import api
+    from nsysmoe.render.compat import render_compat
+
+    results = api.compat_many(paths, tool=tool, rules=req.rules)
+    _emit(render_compat(req.fmt, paths, results), req.output)
 
 
 def _plots(req: Request, **what: object) -> list[Path]:

@@ -300,6 +300,11 @@ def _reasons(
 ) -> tuple[str, ...]:
     """The conventions that move HTA's figure away from nsysmoe's on this trace, with counts."""
     out: list[str] = []
+    if trace.source_format != "kineto-json":
+        out.append(
+            f"HTA reads only PyTorch profiler JSON; for this {trace.source_format} trace these are "
+            "the figures HTA would give on the same kernels exported at ns resolution"
+        )
     is_comm = pl.col("class") == "comm"
     for hta_type, sub in k.filter(is_comm & (pl.col("hta_type") != COMM)).group_by(
         "hta_type", maintain_order=True
