@@ -38,6 +38,7 @@ class Scope:
     first: int | None = None
     last: int | None = None
     numbers: tuple[int, ...] | None = None
+    raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
 
 
 WHOLE = Scope()
@@ -82,13 +83,20 @@ def _inside(inner: Window, outer: Window) -> bool:
 
 
 def analyze_trace(
-    trace: Trace, *, rules: RuleSet | None = None, scope: Scope = WHOLE
+    trace: Trace,
+    *,
+    rules: RuleSet | None = None,
+    scope: Scope = WHOLE,
+    classified: pl.DataFrame | None = None,
+    steps: Steps | None = None,
 ) -> TraceAnalysis:
+    """``classified`` (kernels with their class) and ``steps`` may be passed in when the caller
+    already has them (an A/B needs them too), so they are computed once."""
     if trace.kernels.is_empty():
         raise NsysmoeError(f"{trace.path}: the export holds no CUDA kernels; nothing to measure")
     rules = rules or default_rules()
-    kernels = classify(trace.kernels, rules)
-    steps = detect_steps(trace, scope.step_pattern)
+    kernels = classify(trace.kernels, rules) if classified is None else classified
+    steps = detect_steps(trace, scope.step_pattern) if steps is None else steps
     window, cpu_window, window_text, kept = resolve_scope(steps, scope)
     gpus, classes = per_gpu(kernels, trace.memops, window)
     if int(gpus["kernels"].sum()) == 0:
@@ -112,7 +120,7 @@ def analyze_trace(
         rules_source=rules.source,
         gpus=gpus,
         classes=classes,
-        nvtx=nvtx_totals(trace.nvtx, cpu_window),
+        nvtx=nvtx_totals(trace.nvtx, cpu_window, normalize=not scope.raw_nvtx),
         unclassified=busiest_unclassified(window.select(kernels)),
         iterations=per_iteration(kernels, trace.memops, steps, kept),
         step_timeline=steps.timeline,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -106,6 +106,9 @@ def cli() -> None:
 @click.option("--skip", type=click.IntRange(min=0), help="Warm-up iterations to skip [A/B: 1].")
 @click.option("--step-range", help="Regex naming iteration ranges; group 1 = number.")
 @click.option("--whole-trace", is_flag=True, help="A/B over the whole traces, not steady steps.")
+@click.option(
+    "--raw-nvtx", is_flag=True, help="Keep NVTX names as recorded (', op_id = N' suffixes too)."
+)
 @click.option("--strict", is_flag=True, help="A/B: a broken measurement contract is an error.")
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option(
@@ -149,6 +152,7 @@ def analyze(
     skip: int | None,
     step_range: str | None,
     whole_trace: bool,
+    raw_nvtx: bool,
     strict: bool,
     fail_if: tuple[str, ...],
     jobs: int | None,
@@ -173,7 +177,7 @@ def analyze(
     ab = len(traces) == 2 and not whole_trace
     req = Request(
         rules=_rules(rules_path, rules_replace),
-        scope=make_scope(window, skip, step_range, ab),
+        scope=replace(make_scope(window, skip, step_range, ab), raw_nvtx=raw_nvtx),
         executor=Executor(jobs or default_jobs(), dask_address),
         cache_dir=cache.default_dir() if use_cache else None,
         fmt=fmt,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nsysmoe.analyze import Scope
 from nsysmoe.api import analyze, kernel_summary
 
 NSYS_STATS = Path(__file__).parent / "data" / "nsys_stats"
@@ -177,7 +178,8 @@ def test_nvtx_totals_equal_nsys_stats_nvtxsum(traces: Path, csv_path: Path) -> N
     """nsys 2022.4.2 `nsys stats --report nvtxsum` output, recorded in tests/data/nsys_stats."""
     stem = csv_path.name.split("__")[0]
     path = next((traces / "nsys").rglob(f"{stem}.sqlite"))
-    ours = {(r["name"], r["style"]): r for r in analyze(path).nvtx.iter_rows(named=True)}
+    raw = analyze(path, scope=Scope(raw_nvtx=True)).nvtx  # nsys keeps ", op_id = N" names
+    ours = {(r["name"], r["style"]): r for r in raw.iter_rows(named=True)}
     rows = read_nsys_csv(csv_path)
     assert rows
     for row in rows:
@@ -207,3 +209,17 @@ def test_kernel_totals_equal_nsys_stats_gpukernsum(traces: Path, csv_path: Path)
         r["name"]: [r["sum_ns"], r["count"]] for r in kernel_summary(path).iter_rows(named=True)
     }
     assert ours == dict(expected)
+
+
+def test_nvtx_names_normalised_by_default(traces: Path) -> None:
+    """PyTorch emit_nvtx names every call `aten::x, op_id = N`: by default those collapse into
+    one row per op, with counts and totals that add up to the raw rows."""
+    path = traces / "nsys" / "nsysai-2gpu-before.sqlite"
+    raw = analyze(path, scope=Scope(raw_nvtx=True)).nvtx
+    norm = analyze(path).nvtx
+    assert len(norm) < len(raw) / 10
+    assert not norm["name"].str.contains("op_id = ").any()
+    assert (norm["count"].sum(), norm["total_ns"].sum()) == (
+        raw["count"].sum(),
+        raw["total_ns"].sum(),
+    )

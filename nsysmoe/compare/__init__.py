@@ -19,7 +19,7 @@ from nsysmoe.compare.metrics import (
 )
 from nsysmoe.compare.side import Side, measure_side
 from nsysmoe.compare.verdict import Verdict, judge, noise_floor
-from nsysmoe.measure.steps import detect_steps
+from nsysmoe.measure.steps import Steps, detect_steps
 from nsysmoe.model import Trace
 from nsysmoe.report import Report
 
@@ -74,22 +74,22 @@ class Comparison(Report):
         }
 
 
-def common_scope(off: Trace, on: Trace, scope: Scope) -> Scope:
+def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
     """For a steady window, keep the iteration numbers both sides have after the warm-up skip."""
     if scope.window.bounded or not scope.steady or scope.numbers is not None:
         return scope
-    a = detect_steps(off, scope.step_pattern).numbers[scope.skip :]
-    b = detect_steps(on, scope.step_pattern).numbers[scope.skip :]
-    common = tuple(n for n in a if n in set(b))
+    a, b = off.numbers[scope.skip :], set(on.numbers[scope.skip :])
+    common = tuple(n for n in a if n in b)
     if not common:
         return scope  # each side keeps its own window; the contract reports the mismatch
     return replace(scope, numbers=common, skip=0)
 
 
 def compare(off: Trace, on: Trace, *, rules: RuleSet | None = None, scope: Scope) -> Comparison:
-    scope = common_scope(off, on, scope)
-    a = measure_side("off", off, rules=rules, scope=scope)
-    b = measure_side("on", on, rules=rules, scope=scope)
+    steps = [detect_steps(t, scope.step_pattern) for t in (off, on)]
+    scope = common_scope(*steps, scope)
+    a = measure_side("off", off, rules=rules, scope=scope, steps=steps[0])
+    b = measure_side("on", on, rules=rules, scope=scope, steps=steps[1])
     rows = tuple(summary_rows(a, b))
     verdicts = []
     for key, (col, relative) in JUDGED.items():

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
 from nsysmoe.analyze import Scope, analyze_trace
 from nsysmoe.classify import RuleSet, classify, default_rules
-from nsysmoe.measure.nvtx import display_name
+from nsysmoe.measure.nvtx import NVTX_NOISE, display_name
 from nsysmoe.measure.projection import project_nvtx, projected_totals
+from nsysmoe.measure.steps import Steps
 from nsysmoe.model import Trace
 from nsysmoe.result import TraceAnalysis
 
@@ -20,16 +20,6 @@ MOE_PHASE_PATTERN = (
     r"(?i)in hybrid-ep$|^moe_(?:dispatch|combine)\b|dispatch|combine|^NCCL:"
     r"|^nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Send|Recv|Group\w+|AlltoAll)$"
 )  # the last line: NCCL ranges without their domain (Kineto traces have no NVTX domains)
-#: PyTorch emit_nvtx suffixes that change between runs: ``, op_id = 12``, ``, seq = 3``, shapes
-_NVTX_NOISE = re.compile(r",\s*(?:op_id|seq)\s*=\s*\d+|,\s*sizes\s*=\s*\[.*$")
-
-
-def normalize_nvtx_name(name: str) -> str:
-    return _NVTX_NOISE.sub("", name)
-
-
-def normalized_names() -> pl.Expr:
-    return display_name().str.replace_all(_NVTX_NOISE.pattern, "")
 
 
 @dataclass(frozen=True)
@@ -70,12 +60,18 @@ STEADY = Scope(steady=True, skip=1)  # the CLI's A/B default: 1 warm-up iteratio
 
 
 def measure_side(
-    label: str, trace: Trace, *, rules: RuleSet | None = None, scope: Scope = STEADY
+    label: str,
+    trace: Trace,
+    *,
+    rules: RuleSet | None = None,
+    scope: Scope = STEADY,
+    steps: Steps | None = None,
 ) -> Side:
     rules = rules or default_rules()
-    analysis = analyze_trace(trace, rules=rules, scope=scope)
+    classified = classify(trace.kernels, rules)
+    analysis = analyze_trace(trace, rules=rules, scope=scope, classified=classified, steps=steps)
     window = analysis.window
-    kernels = window.select(classify(trace.kernels, rules))
+    kernels = window.select(classified)
     dur = pl.col("end") - pl.col("start")
     names = (
         kernels.group_by("name", "class")
@@ -91,21 +87,18 @@ def measure_side(
             dur.median().alias("median_ns"),
         )
     )
-    nvtx = (
-        analysis.cpu_window.select(trace.nvtx)
-        .with_columns(normalized_names().alias("name"), dur.alias("dur"))
-        .group_by("name")
-        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("dur").sum().alias("total_ns"))
+    nvtx = (  # the analysis' (name, style) totals, styles merged
+        analysis.nvtx.group_by("name")
+        .agg(pl.col("count").sum(), pl.col("total_ns").sum())
         .sort("name")
     )
     phase_ranges = analysis.cpu_window.select(trace.nvtx).filter(
         pl.col("name").str.contains(MOE_PHASE_PATTERN)
         | display_name().str.contains(MOE_PHASE_PATTERN)
     )
-    projected = project_nvtx(phase_ranges, classify(trace.kernels, rules), trace.memops,
-                             trace.runtime)  # fmt: skip
+    projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime)
     phases_gpu = projected_totals(
-        projected.with_columns(pl.col("name").str.replace_all(_NVTX_NOISE.pattern, ""))
+        projected.with_columns(pl.col("name").str.replace_all(NVTX_NOISE, ""))
     )
     models = tuple(sorted(str(g) if g else "unknown" for g in analysis.gpus["gpu_name"]))
     return Side(

@@ -16,6 +16,11 @@ NVTX_TOTAL_SCHEMA = {
 }
 
 
+#: PyTorch emit_nvtx suffixes that differ between runs and instances: ``, op_id = 12``,
+#: ``, seq = 3``, ``, sizes = [[8, 16], []]`` — stripped so totals aggregate and A/Bs diff
+NVTX_NOISE = r",\s*(?:op_id|seq)\s*=\s*\d+|,\s*sizes\s*=\s*\[.*$"
+
+
 def display_name() -> pl.Expr:
     """``Domain:name`` for ranges in a named domain, the bare name in the default domain."""
     return (
@@ -25,9 +30,18 @@ def display_name() -> pl.Expr:
     )
 
 
-def nvtx_totals(nvtx: pl.DataFrame, window: Window = WHOLE_TRACE) -> pl.DataFrame:
+def normalized_name() -> pl.Expr:
+    """The display name without the :data:`NVTX_NOISE` suffixes."""
+    return display_name().str.replace_all(NVTX_NOISE, "")
+
+
+def nvtx_totals(
+    nvtx: pl.DataFrame, window: Window = WHOLE_TRACE, *, normalize: bool = True
+) -> pl.DataFrame:
     """Per (display name, style): count and total CPU-side duration of push/pop and start/end
-    ranges, nested and overlapping instances each counted in full — exactly ``nvtxsum``'s figures.
+    ranges, nested and overlapping instances each counted in full — exactly ``nvtxsum``'s figures
+    with ``normalize=False``; by default PyTorch's per-op suffixes are stripped first (one row
+    per op instead of one per call: a million ``aten::mm, op_id = N`` become ``aten::mm``).
 
     With a window, ranges are clipped to it (so totals over the whole trace equal nvtxsum's).
     """
@@ -36,7 +50,9 @@ def nvtx_totals(nvtx: pl.DataFrame, window: Window = WHOLE_TRACE) -> pl.DataFram
         return pl.DataFrame(schema=NVTX_TOTAL_SCHEMA)
     dur = pl.col("end") - pl.col("start")
     return (
-        ranges.with_columns(display_name().alias("name"), dur.alias("dur"))
+        ranges.with_columns(
+            (normalized_name() if normalize else display_name()).alias("name"), dur.alias("dur")
+        )
         .group_by("name", "style")
         .agg(
             pl.len().cast(pl.Int64).alias("count"),

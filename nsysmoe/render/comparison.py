@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 
 from nsysmoe import __version__
@@ -10,6 +9,7 @@ from nsysmoe.compare import JSON_SCHEMA, JSON_VERSION, Comparison
 from nsysmoe.compare.metrics import MetricRow
 from nsysmoe.compare.verdict import Verdict
 from nsysmoe.render import markdown, terminal
+from nsysmoe.render.json import dumps
 from nsysmoe.render.tables import Table, count, iteration_table, ms, pct, shorten, source_text
 
 
@@ -121,4 +121,4 @@ def render_comparison_markdown(c: Comparison) -> str:
 def render_comparison_json(c: Comparison) -> str:
     doc = {"schema": JSON_SCHEMA, "version": JSON_VERSION, "nsysmoe_version": __version__,
            **c.to_dict()}  # fmt: skip
-    return json.dumps(doc, indent=2) + "\n"
+    return dumps(doc)

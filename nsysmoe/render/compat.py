@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from nsysmoe import __version__
 from nsysmoe.compat import CompatResult
 from nsysmoe.render import markdown, terminal
+from nsysmoe.render.json import dumps
 from nsysmoe.render.tables import Table, pct
 
 
@@ -48,7 +48,7 @@ def render_compat(fmt: str, paths: Sequence[str], results: Sequence[CompatResult
                "tool": results[0].tool, "conventions": list(results[0].conventions),
                "traces": [{"path": p, "gpus": r.gpus.to_dicts(), "reasons": list(r.reasons)}
                           for p, r in zip(paths, results, strict=True)]}  # fmt: skip
-        return json.dumps(doc, indent=2) + "\n"
+        return dumps(doc)
     if fmt == "markdown":
         return "\n\n".join(_parts(paths, results, markdown.format_table, "- ")) + "\n"
     return "\n\n".join(_parts(paths, results, terminal.format_table, "  - ")) + "\n"

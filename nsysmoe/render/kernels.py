@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 
 from nsysmoe.render import markdown, terminal
+from nsysmoe.render.json import dumps
 from nsysmoe.render.tables import Table, count, ms, shorten
 
 
 def render_kernel_summary(table: pl.DataFrame, fmt: str, *, top: int, source: str) -> str:
     shown = table if top <= 0 else table.head(top)
     if fmt == "json":
-        return json.dumps({"trace": source, "kernels": shown.to_dicts()}, indent=2) + "\n"
+        return dumps({"trace": source, "kernels": shown.to_dicts()})
     if fmt == "csv":
         return shown.write_csv()
     rows = tuple(

@@ -3,7 +3,6 @@ A/B of two runs."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from nsysmoe import __version__
@@ -11,6 +10,7 @@ from nsysmoe.compare.multi import RunComparison
 from nsysmoe.multirank import RunAnalysis
 from nsysmoe.render import markdown, terminal
 from nsysmoe.render.comparison import metric_table
+from nsysmoe.render.json import dumps
 from nsysmoe.render.tables import Table, count, ms, pct
 
 TOP_RANKS = 64
@@ -87,7 +87,7 @@ def render_run_markdown(run: RunAnalysis) -> str:
 def render_run_json(run: RunAnalysis) -> str:
     doc = {"schema": "nsysmoe.run", "version": 1, "nsysmoe_version": __version__,
            **run.to_dict()}  # fmt: skip
-    return json.dumps(doc, indent=2) + "\n"
+    return dumps(doc)
 
 
 def pair_table(rc: RunComparison) -> Table:
@@ -128,7 +128,7 @@ def render_runcmp_markdown(rc: RunComparison) -> str:
 def render_runcmp_json(rc: RunComparison) -> str:
     doc = {"schema": "nsysmoe.run_comparison", "version": 1, "nsysmoe_version": __version__,
            **rc.to_dict()}  # fmt: skip
-    return json.dumps(doc, indent=2) + "\n"
+    return dumps(doc)
 
 
 RUN_RENDERERS = {"terminal": render_run_terminal, "markdown": render_run_markdown,
