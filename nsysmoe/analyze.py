@@ -9,6 +9,7 @@ import polars as pl
 from nsysmoe.classify import RuleSet, classify, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
+from nsysmoe.measure.iterations import iteration_metrics
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import WHOLE_TRACE, Window, per_gpu
 from nsysmoe.measure.steps import Steps, detect_steps, select_steps, step_windows
@@ -135,25 +136,26 @@ def per_iteration(
     kernels: pl.DataFrame, memops: pl.DataFrame, steps: Steps, kept: list[int]
 ) -> pl.DataFrame:
     """Step time and communication per iteration, all GPUs together, to show the spread."""
-    rows = []
-    periods = steps.table.group_by("step").agg(pl.col("step_ns").median())
-    period = dict(periods.iter_rows())
-    for number, w in step_windows(steps, kept):
-        gpus, _ = per_gpu(kernels, memops, w)
-        comm, hidden = int(gpus["comm_ns"].sum()), int(gpus["hidden_ns"].sum())
-        rows.append(
-            {
-                "step": number,
-                "start_ns": w.start_ns,
-                "step_ns": int(period[number]),
-                "comm_ns": comm,
-                "hidden_ns": hidden,
-                "exposed_ns": comm - hidden,
-                "hidden_pct": 100.0 * hidden / comm if comm else None,
-                "idle_ns": int(gpus["idle_ns"].sum()),
-            }
+    windows = step_windows(steps, kept)
+    if not windows:
+        return pl.DataFrame(schema=ITERATION_SCHEMA)
+    period = steps.table.group_by("step").agg(pl.col("step_ns").median())
+    metrics = iteration_metrics(kernels, memops, [w for _, w in windows])
+    comm, hidden = pl.col("comm_ns"), pl.col("hidden_ns")
+    table = pl.DataFrame(
+        {"step": [n for n, _ in windows], "start_ns": [w.start_ns for _, w in windows]},
+        schema={"step": pl.Int64, "start_ns": pl.Int64},
+    )
+    return (
+        pl.concat([table, metrics.drop("window")], how="horizontal")
+        .join(period, on="step", how="left")
+        .with_columns(
+            (comm - hidden).alias("exposed_ns"),
+            pl.when(comm > 0).then(100.0 * hidden / comm).alias("hidden_pct"),
         )
-    return pl.DataFrame(rows, schema=ITERATION_SCHEMA, orient="row")
+        .select(list(ITERATION_SCHEMA))
+        .cast(ITERATION_SCHEMA)
+    )
 
 
 def _gpu_wall(trace: Trace, row: dict) -> walls.WallVerdict:

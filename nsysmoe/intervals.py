@@ -7,11 +7,12 @@ nanosecond and traces with tens of millions of kernels take well under a few sec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
 Int64Array = NDArray[np.int64]
@@ -220,3 +221,21 @@ def _combine(
     before = np.concatenate(([False], chosen[:-1]))
     after = np.concatenate((chosen[1:], [False]))
     return _trusted(points[:-1][chosen & ~before], points[1:][chosen & ~after])
+
+
+def grouped_union_length(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """|⋃ intervals| per group of a frame with ``start``/``end`` columns, for thousands of groups
+    at once (one sort, no Python loop per group): sorted by start within a group, each interval
+    adds only the part that ends after every earlier one, ``end − max(start, running max end)``.
+    Returns the ``by`` columns and ``union_ns``; inverted and zero-length rows add nothing."""
+    by = list(by)
+    if df.is_empty():
+        return df.select(by).with_columns(union_ns=pl.lit(0, pl.Int64)).clear()
+    before = pl.col("end").cum_max().shift(1).over(by)
+    added = (pl.col("end") - pl.max_horizontal("start", before)).clip(lower_bound=0)
+    return (
+        df.sort([*by, "start"])
+        .with_columns(added.alias("union_ns"))
+        .group_by(by, maintain_order=True)
+        .agg(pl.col("union_ns").sum().cast(pl.Int64))
+    )

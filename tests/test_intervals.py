@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nsysmoe.intervals import IntervalSet, union_length
+from nsysmoe.intervals import IntervalSet, grouped_union_length, union_length
 
 Pairs = list[tuple[int, int]]
 
@@ -257,3 +257,18 @@ def test_million_intervals_normalise_fast() -> None:
     assert elapsed < 10
     assert 0 < len(s) < n and overlap == (s & other).length <= other.length
     assert s.length == union_length(starts, ends)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 40), st.integers(-3, 40)), max_size=40)
+)
+@settings(max_examples=300, deadline=None)
+def test_grouped_union_length_matches_brute_force(rows: list[tuple[int, int, int]]) -> None:
+    df = pl.DataFrame(
+        rows, schema={"g": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row"
+    )
+    got = dict(grouped_union_length(df, ["g"]).iter_rows())
+    want: dict[int, set[int]] = {}
+    for g, s, e in rows:
+        want.setdefault(g, set()).update(range(s, e))
+    assert got == {g: len(ns) for g, ns in want.items()}
