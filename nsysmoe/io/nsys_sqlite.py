@@ -8,6 +8,10 @@ Only integer columns and the strings actually referenced are read; names are joi
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -125,26 +129,53 @@ class _Db:
 
 
 def read_nsys_sqlite(path: str | Path) -> Trace:
-    """Read an nsys SQLite export into a :class:`~nsysmoe.model.Trace`."""
+    """Read an nsys SQLite export into a :class:`~nsysmoe.model.Trace`.
+
+    NVTX (often the largest table: millions of PyTorch op ranges) is read on a second
+    connection in a thread while the CUDA tables are read; SQLite, the Arrow driver and polars
+    release the GIL, so the two reads overlap on two cores.
+    """
     path = Path(path)
+    with _opened(path) as db, ThreadPoolExecutor(max_workers=1) as pool:
+        check_export(db)
+        nvtx = pool.submit(_read_nvtx_alone, path)
+        trace = _read(db)
+        nvtx_table, nvtx_missing = nvtx.result()
+    not_captured = {**trace.not_captured, **nvtx_missing}
+    return replace(trace, nvtx=nvtx_table, not_captured=not_captured)
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[_Db]:
     conn, uri = connect_readonly(path)
     bulk = None
     try:
         bulk = BulkReader(uri, conn)
-        return _read(_Db(conn, path, bulk))
-    except DB_ERRORS as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise NsysmoeError(
-            f"{path}: unreadable SQLite ({reason}); the file is truncated or corrupt, "
-            "export it again"
-        ) from None
+        yield _Db(conn, path, bulk)
+    except DB_ERRORS as exc:  # raised here or in the caller's with-block
+        raise _corrupt(path, exc) from None
     finally:
         if bulk is not None:
             bulk.close()
         conn.close()
 
 
-def _read(db: _Db) -> Trace:
+def _corrupt(path: Path, exc: Exception) -> NsysmoeError:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return NsysmoeError(
+        f"{path}: unreadable SQLite ({reason}); the file is truncated or corrupt, export it again"
+    )
+
+
+def _read_nvtx_alone(path: Path) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The NVTX table through its own connection (for the reading thread)."""
+    missing: dict[str, str] = {}
+    with _opened(path) as db:
+        return _read_nvtx(db, missing), missing
+
+
+def check_export(db: _Db) -> None:
+    """An nsys export with kernel data, or a one-line error saying what it is instead."""
     nsys_markers = {"StringIds", KERNEL_TABLE, NVTX_TABLE, "META_DATA_EXPORT", "EXPORT_META_DATA"}
     if "StringIds" not in db.tables or not (db.tables & (nsys_markers - {"StringIds"})):
         raise NsysmoeError(
@@ -156,13 +187,16 @@ def _read(db: _Db) -> Trace:
             f"{db.path}: export contains no CUDA kernel data; record with "
             "`nsys profile --trace=cuda,nvtx` (and --cuda-graph-trace=node for CUDA graphs)"
         )
+
+
+def _read(db: _Db) -> Trace:
+    """Everything but NVTX (see :func:`read_nsys_sqlite`)."""
     meta = db.metadata()
     not_captured: dict[str, str] = {}
     dropped: dict[str, int] = {}
     kernels = _clean_gpu_rows(_read_kernels(db), "kernel", dropped)
     memops = _clean_gpu_rows(_read_memops(db, not_captured), "memory op", dropped)
     runtime = _read_runtime(db, not_captured)
-    nvtx = _read_nvtx(db, not_captured)
     gpus = _read_gpus(db, kernels, memops, not_captured)
     memory_events = _read_memory_events(db, not_captured)
     warnings = tuple(f"{n} {what} left out" for what, n in dropped.items() if n)
@@ -174,7 +208,7 @@ def _read(db: _Db) -> Trace:
         kernels=kernels,
         memops=memops,
         runtime=runtime,
-        nvtx=nvtx,
+        nvtx=model.empty(model.NVTX_SCHEMA),
         gpus=gpus,
         memory_events=memory_events,
         not_captured=not_captured,
@@ -282,7 +316,7 @@ def _read_nvtx(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
         return model.empty(model.NVTX_SCHEMA)
     types = (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE)
     df = db.frame(
-        f'SELECT start, "end", eventType, coalesce(text, \'\'), {db.col(t, "textId")}, globalTid, '
+        f"SELECT start, \"end\", eventType, coalesce(text, ''), {db.col(t, 'textId')}, globalTid, "
         f"{db.col(t, 'endGlobalTid')}, {db.col(t, 'domainId', '0')} FROM {t} "
         f"WHERE eventType IN {types}",
         {
