@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import click
@@ -231,7 +233,8 @@ def _ab(req: Request, off_path: str, on_path: str) -> None:
     from nsysmoe import api
     from nsysmoe.render import COMPARISON_RENDERERS
 
-    off, on = (api.load(p, cache_dir=req.cache_dir) for p in (off_path, on_path))
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the readers release the GIL
+        off, on = pool.map(partial(api.load, cache_dir=req.cache_dir), (off_path, on_path))
     comparison = api.compare(off, on, rules=req.rules, scope=req.scope)
     sides = [comparison.off.analysis, comparison.on.analysis]
     figures = _plots(req, comparison=comparison, analyses=sides, traces=[off, on])

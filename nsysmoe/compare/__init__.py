@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 
 import polars as pl
 
@@ -86,10 +88,11 @@ def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
 
 
 def compare(off: Trace, on: Trace, *, rules: RuleSet | None = None, scope: Scope) -> Comparison:
-    steps = [detect_steps(t, scope.step_pattern) for t in (off, on)]
-    scope = common_scope(*steps, scope)
-    a = measure_side("off", off, rules=rules, scope=scope, steps=steps[0])
-    b = measure_side("on", on, rules=rules, scope=scope, steps=steps[1])
+    with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: sides overlap
+        steps = list(pool.map(partial(detect_steps, pattern=scope.step_pattern), (off, on)))
+        scope = common_scope(*steps, scope)
+        side = partial(measure_side, rules=rules, scope=scope)
+        a, b = pool.map(side, ("off", "on"), (off, on), steps)
     rows = tuple(summary_rows(a, b))
     verdicts = []
     for key, (col, relative) in JUDGED.items():

@@ -62,10 +62,10 @@ STEADY = Scope(steady=True, skip=1)  # the CLI's A/B default: 1 warm-up iteratio
 def measure_side(
     label: str,
     trace: Trace,
+    steps: Steps | None = None,
     *,
     rules: RuleSet | None = None,
     scope: Scope = STEADY,
-    steps: Steps | None = None,
 ) -> Side:
     rules = rules or default_rules()
     classified = classify(trace.kernels, rules)

@@ -157,8 +157,15 @@ def _gpu_ops(kernels: pl.DataFrame, memops: pl.DataFrame) -> tuple[pl.DataFrame,
     ops = pl.concat([p.cast({c: pl.Int64 for c in cols}) for p in parts])
     ops = ops.with_row_index("op_id").filter(pl.col("corr_id").is_not_null())
     ends = ops["end"].to_numpy()
-    end_times = np.unique(ends)
+    end_times = _distinct_sorted(ends)
     return ops.with_columns(end_rank=np.searchsorted(end_times, ends)), end_times
+
+
+def _distinct_sorted(values: Int64Array) -> Int64Array:
+    """``np.unique`` without its cost: numpy 2.x hashes integers there, 100× slower than a sort
+    on 2M values."""
+    s = np.sort(values)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
 
 
 def _launching_calls(runtime: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
