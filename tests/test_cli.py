@@ -74,3 +74,24 @@ def test_kernels_audit_table() -> None:
     rows = json.loads(out)["kernels"]
     assert rows and all(r["class"] == "comm" for r in rows)
     assert any("hybrid_ep::dispatch_kernel" in r["name"] for r in rows)
+
+
+def test_iteration_window_and_skip() -> None:
+    doc = json.loads(invoke("analyze", OFF, "--window", "2-5", "--format", "json").output)
+    (trace,) = doc["traces"]
+    assert [i["step"] for i in trace["iterations"]] == [2, 3, 4, 5]
+    assert trace["window"]["description"].startswith("iterations 2–5")
+    doc = json.loads(invoke("analyze", OFF, "--skip", "3", "--format", "json").output)
+    assert [i["step"] for i in doc["traces"][0]["iterations"]] == [3, 4, 5, 6, 7]
+
+
+def test_time_window_units() -> None:
+    doc = json.loads(invoke("analyze", OFF, "--window", "100ms:0.3s", "--format", "json").output)
+    window = doc["traces"][0]["window"]
+    assert (window["start_ns"], window["end_ns"]) == (100_000_000, 300_000_000)
+
+
+def test_single_trace_fail_if() -> None:
+    result = CliRunner().invoke(cli, ["analyze", ON, "--fail-if", "hidden_pct<50"])
+    assert result.exit_code == 1
+    assert invoke("analyze", ON, "--fail-if", "hidden_pct<10").exit_code == 0
