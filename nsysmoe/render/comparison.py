@@ -10,7 +10,16 @@ from nsysmoe.compare.metrics import MetricRow
 from nsysmoe.compare.verdict import Verdict
 from nsysmoe.render import markdown, terminal
 from nsysmoe.render.json import dumps
-from nsysmoe.render.tables import Table, count, iteration_table, ms, pct, shorten, source_text
+from nsysmoe.render.tables import (
+    Table,
+    count,
+    iteration_table,
+    ms,
+    pct,
+    shorten,
+    source_text,
+    warmup_hint,
+)
 
 
 def value(row: MetricRow, v: float | int | None) -> str:
@@ -101,6 +110,10 @@ def _sections(c: Comparison, fmt_table: Callable[[Table], str], quote: str) -> l
     ]
     if not c.contract.matched:
         parts.append(f"{quote}WARNING: {c.contract.summary()}")
+    hints = [f"{quote}{label}: {h}" for label, side in (("off", a), ("on", b))
+             for h in warmup_hint(side)]  # fmt: skip
+    if hints:
+        parts.append("\n".join(hints))
     parts += [fmt_table(kernel_change_table(c)), fmt_table(nvtx_change_table(c))]
     for side in (a, b):
         if not side.iterations.is_empty():

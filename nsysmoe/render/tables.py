@@ -195,8 +195,26 @@ def optional_tables(a: TraceAnalysis) -> list[Table]:
     return tables
 
 
+WARMUP_FACTOR = 1.1  # a first iteration this much slower than the median looks like warm-up
+
+
+def warmup_hint(a: TraceAnalysis) -> list[str]:
+    """Say so when the first measured iteration is still slow (warm-up left in the window)."""
+    it = a.iterations
+    if len(it) < 3 or not a.window.bounded:
+        return []
+    first, median = int(it["step_ns"][0]), float(it["step_ns"].median())
+    if first <= WARMUP_FACTOR * median:
+        return []
+    slower = 100.0 * (first / median - 1)
+    return [f"hint: iteration {it['step'][0]} is {slower:.0f} % slower than the median "
+            "iteration: warm-up may still be in the window (--skip N)"]  # fmt: skip
+
+
 def notes(a: TraceAnalysis) -> list[str]:
-    """What the trace did not capture and what the reader left out."""
-    return [f"not captured: {k}: {v}" for k, v in a.not_captured.items()] + [
-        f"warning: {w}" for w in a.warnings
-    ]
+    """What the trace did not capture, what the reader left out, and window hints."""
+    return (
+        [f"not captured: {k}: {v}" for k, v in a.not_captured.items()]
+        + [f"warning: {w}" for w in a.warnings]
+        + warmup_hint(a)
+    )
