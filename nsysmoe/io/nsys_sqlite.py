@@ -237,21 +237,19 @@ def _with_names(db: _Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFr
     return df
 
 
+#: the leading columns every GPU activity query selects, in order
+GPU_ROW = {
+    "start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
+    "corr_id": pl.Int64, "gpid": pl.Int64,
+}  # fmt: skip
+
+
 def _read_kernels(db: _Db) -> pl.DataFrame:
     t = KERNEL_TABLE
     df = db.frame(
         f'SELECT start, "end", deviceId, streamId, {db.col(t, "correlationId")}, '
         f"{db.col(t, 'globalPid', '0')}, demangledName, {db.col(t, 'shortName')} FROM {t}",
-        {
-            "start": pl.Int64,
-            "end": pl.Int64,
-            "device": pl.Int64,
-            "stream": pl.Int64,
-            "corr_id": pl.Int64,
-            "gpid": pl.Int64,
-            "name_id": pl.Int64,
-            "short_id": pl.Int64,
-        },
+        {**GPU_ROW, "name_id": pl.Int64, "short_id": pl.Int64},
     )
     df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"})
     df = df.with_columns(pid_of("gpid").alias("pid"), pl.col("name").fill_null("[unknown]"))
@@ -261,15 +259,7 @@ def _read_kernels(db: _Db) -> pl.DataFrame:
 def _read_memops(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
     parts = []
     common = 'start, "end", deviceId, streamId, {corr}, {gpid}, bytes'
-    schema = {
-        "start": pl.Int64,
-        "end": pl.Int64,
-        "device": pl.Int64,
-        "stream": pl.Int64,
-        "corr_id": pl.Int64,
-        "gpid": pl.Int64,
-        "bytes": pl.Int64,
-    }
+    schema = {**GPU_ROW, "bytes": pl.Int64}
     for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
         if not db.has(table):
             not_captured[kind] = f"not captured (no {table} table)"
