@@ -12,7 +12,13 @@ from nsysmoe.measure import walls
 from nsysmoe.measure.iterations import iteration_metrics
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import WHOLE_TRACE, Window, per_gpu
-from nsysmoe.measure.steps import Steps, detect_steps, select_steps, step_windows
+from nsysmoe.measure.steps import (
+    Steps,
+    detect_steps,
+    process_windows,
+    select_steps,
+    step_windows,
+)
 from nsysmoe.model import Trace
 from nsysmoe.result import ITERATION_SCHEMA, TraceAnalysis
 
@@ -71,11 +77,9 @@ def resolve_scope(steps: Steps, scope: Scope) -> tuple[Window, Window, str, list
     if not steps.numbers and not scope.require_steps:
         text = "whole trace (no iteration ranges found; name them with --step-range REGEX)"
         return WHOLE_TRACE, WHOLE_TRACE, text, []
-    sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last)
-    kept = sel.steps if scope.numbers is None else [s for s in sel.steps if s in scope.numbers]
-    if kept != sel.steps:
-        sel = select_steps(steps, first=kept[0], last=kept[-1]) if kept else sel
-    return sel.window, sel.cpu_window, sel.description, kept
+    sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last,
+                       only=scope.numbers)  # fmt: skip
+    return sel.window, sel.cpu_window, sel.description, sel.steps
 
 
 def _inside(inner: Window, outer: Window) -> bool:
@@ -135,24 +139,33 @@ def analyze_trace(
 def per_iteration(
     kernels: pl.DataFrame, memops: pl.DataFrame, steps: Steps, kept: list[int]
 ) -> pl.DataFrame:
-    """Step time and communication per iteration, all GPUs together, to show the spread."""
-    windows = step_windows(steps, kept)
-    if not windows:
+    """Step time and communication per iteration, all GPUs together, to show the spread.
+
+    Each process is measured in its own iteration windows (ranks drift apart in time), then
+    the processes are added up; the step time is the median of the processes' GPU periods.
+    """
+    windows = process_windows(steps, kept)
+    if windows.is_empty():
         return pl.DataFrame(schema=ITERATION_SCHEMA)
+    parts = []
+    for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
+        spans = [Window(a, b) for a, b in w.select("start_ns", "end_ns").iter_rows()]
+        of_pid = pl.col("pid") == pid
+        metrics = iteration_metrics(kernels.filter(of_pid), memops.filter(of_pid), spans)
+        parts.append(pl.concat([w.select("step", "start_ns"), metrics.drop("window")],
+                               how="horizontal"))  # fmt: skip
     period = steps.table.group_by("step").agg(pl.col("step_ns").median())
-    metrics = iteration_metrics(kernels, memops, [w for _, w in windows])
     comm, hidden = pl.col("comm_ns"), pl.col("hidden_ns")
-    table = pl.DataFrame(
-        {"step": [n for n, _ in windows], "start_ns": [w.start_ns for _, w in windows]},
-        schema={"step": pl.Int64, "start_ns": pl.Int64},
-    )
     return (
-        pl.concat([table, metrics.drop("window")], how="horizontal")
+        pl.concat(parts)
+        .group_by("step")
+        .agg(pl.col("start_ns").min(), pl.col("comm_ns", "hidden_ns", "idle_ns").sum())
         .join(period, on="step", how="left")
         .with_columns(
             (comm - hidden).alias("exposed_ns"),
             pl.when(comm > 0).then(100.0 * hidden / comm).alias("hidden_pct"),
         )
+        .sort("step")
         .select(list(ITERATION_SCHEMA))
         .cast(ITERATION_SCHEMA)
     )

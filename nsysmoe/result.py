@@ -22,7 +22,7 @@ ITERATION_SCHEMA = {
     "hidden_ns": pl.Int64,
     "exposed_ns": pl.Int64,
     "hidden_pct": pl.Float64,
-    "idle_ns": pl.Int64,
+    "idle_ns": pl.Int64,  # per GPU: the iteration window's length − active time, summed
 }
 
 

@@ -1,4 +1,5 @@
-"""Vectorised per-iteration metrics equal measuring each window on its own (per_gpu)."""
+"""Vectorised per-iteration metrics equal measuring each window on its own (per_gpu); an
+iteration's idle time is its window length minus each GPU's active time."""
 
 from __future__ import annotations
 
@@ -47,4 +48,33 @@ def test_iteration_metrics_equal_per_window(kernels, copies, widths, first) -> N
         row = got.row(i, named=True)
         assert row["comm_ns"] == gpus["comm_ns"].sum(), i
         assert row["hidden_ns"] == gpus["hidden_ns"].sum(), i
-        assert row["idle_ns"] == gpus["idle_ns"].sum(), i
+        length = w.end_ns - w.start_ns
+        assert row["idle_ns"] == sum(length - a for a in gpus["active_ns"]), i
+
+
+def test_skewed_processes_are_not_counted_twice() -> None:
+    """Two ranks in one export, the second half a step late: each rank's kernels count in its
+    own iterations only, so the iterations add up to the window (review finding)."""
+    from nsysmoe import model
+    from nsysmoe.analyze import Scope, analyze_trace
+    from nsysmoe.model import Trace
+
+    kernels, runtime, nvtx = [], [], []
+    for pid, lag in ((1, 0), (2, 50)):
+        for step in (1, 2, 3):
+            g0 = 1000 + lag + (step - 1) * 100
+            kernels.append((pid, 0, 7, g0, g0 + 90, step, "ncclDevKernel_AllReduce", "x"))
+            runtime.append((pid, (pid << 24) | 1, 10 * step, 10 * step + 1, step))
+            nvtx.append((pid, (pid << 24) | 1, 10 * step - 5, 10 * step + 5, f"step {step}",
+                         None, "pushpop", False))  # fmt: skip
+    trace = Trace(
+        path="synthetic", source_format="test", schema_version=None, product_version=None,
+        kernels=pl.DataFrame(kernels, schema=model.KERNEL_SCHEMA, orient="row"),
+        memops=model.empty(model.MEMOP_SCHEMA),
+        runtime=pl.DataFrame(runtime, schema=model.RUNTIME_SCHEMA, orient="row"),
+        nvtx=pl.DataFrame(nvtx, schema=model.NVTX_SCHEMA, orient="row"),
+        gpus=model.empty(model.GPU_SCHEMA), memory_events=model.empty(model.MEMORY_EVENT_SCHEMA),
+    )  # fmt: skip
+    result = analyze_trace(trace, scope=Scope(steady=True))
+    assert result.iterations["comm_ns"].to_list() == [180, 180, 180]
+    assert result.iterations["comm_ns"].sum() == result.gpus["comm_ns"].sum() == 540

@@ -84,7 +84,7 @@ def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
     common = tuple(n for n in a if n in b)
     if not common:
         return scope  # each side keeps its own window; the contract reports the mismatch
-    return replace(scope, numbers=common, skip=0)
+    return replace(scope, numbers=common)
 
 
 def compare(off: Trace, on: Trace, *, rules: RuleSet | None = None, scope: Scope) -> Comparison:

@@ -1,11 +1,13 @@
-"""Per-iteration metrics for hundreds of iterations at once.
+"""Per-iteration metrics for hundreds of iterations at once, on one process's timeline.
 
 Measuring each iteration's window separately would filter the whole kernel table once per
 iteration (505 iterations × 1M kernels); instead every kernel and copy is assigned to the
 iteration windows it overlaps (searchsorted; the rare kernel that crosses a boundary is split),
 clipped to them, and all unions are taken per (iteration, GPU) group in one sort
 (:func:`nsysmoe.intervals.grouped_union_length`). Same definitions as
-:mod:`nsysmoe.measure.overlap`: hidden = |C| + |K| − |C ∪ K|, idle = span − active.
+:mod:`nsysmoe.measure.overlap` (hidden = |C| + |K| − |C ∪ K|), except that an iteration's idle
+time is its window's length minus the GPU's active time: the gap before the next iteration's
+first kernel is idle time of this iteration (host overhead), not lost.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def assign(work: pl.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pl.DataF
     )
 
 
-def _measure(rows: pl.DataFrame) -> pl.DataFrame:
+def _measure(rows: pl.DataFrame, lengths: np.ndarray) -> pl.DataFrame:
     """comm/hidden/idle per window, all GPUs of the window together."""
     is_comm, is_copy = pl.col("kind") == COMM, pl.col("kind") == COPY
     parts = {
@@ -56,7 +58,8 @@ def _measure(rows: pl.DataFrame) -> pl.DataFrame:
         "kernel_ns": grouped_union_length(rows.filter(~is_copy), KEYS),
         "active_ns": grouped_union_length(rows, KEYS),
     }
-    per_gpu = rows.group_by(KEYS).agg((pl.col("end").max() - pl.col("start").min()).alias("span"))
+    spans = pl.DataFrame({"window": np.arange(len(lengths), dtype=np.int64), "span": lengths})
+    per_gpu = rows.select(KEYS).unique().join(spans, on="window")
     for name, part in parts.items():
         per_gpu = per_gpu.join(part.rename({"union_ns": name}), on=KEYS, how="left")
     per_gpu = per_gpu.fill_null(0).with_columns(
@@ -75,12 +78,12 @@ def iteration_metrics(
     starts = np.array([w.start_ns for w in windows], dtype=np.int64)
     ends = np.array([w.end_ns for w in windows], dtype=np.int64)
     if np.all(np.diff(starts) >= 0) and np.all(np.diff(ends) >= 0):
-        out = _measure(assign(work, starts, ends))
-    else:  # pragma: no cover - step windows are monotonic in practice
+        out = _measure(assign(work, starts, ends), ends - starts)
+    else:  # pragma: no cover - one process's step windows are monotonic
+        one = [(starts[i : i + 1], ends[i : i + 1]) for i in range(len(windows))]
         out = pl.concat([
-            _measure(assign(work, starts[i : i + 1], ends[i : i + 1])).with_columns(
-                pl.lit(i, pl.Int64).alias("window"))
-            for i in range(len(windows))
+            _measure(assign(work, s, e), e - s).with_columns(pl.lit(i, pl.Int64).alias("window"))
+            for i, (s, e) in enumerate(one)
         ])  # fmt: skip
     full = pl.DataFrame({"window": np.arange(len(windows), dtype=np.int64)})
     return full.join(out, on="window", how="left").fill_null(0).sort("window")

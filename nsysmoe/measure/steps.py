@@ -9,6 +9,7 @@ CPU times are used, and the report says so.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import polars as pl
@@ -30,7 +31,10 @@ STEP_SCHEMA = {
     "gpu_start": pl.Int64,
     "gpu_end": pl.Int64,
     "step_ns": pl.Int64,  # GPU period: next step's GPU start − this step's (last: its GPU span)
+    "complete": pl.Boolean,  # False: the last step, cut short by the end of the capture
 }
+#: the last step counts as complete when its GPU span reaches this share of the median period
+COMPLETE_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -43,18 +47,25 @@ class Steps:
 
     @property
     def numbers(self) -> list[int]:
-        return sorted(self.table["step"].unique().to_list())
+        """Step numbers complete in every process that has them."""
+        done = self.table.group_by("step").agg(pl.col("complete").all())
+        return sorted(done.filter(pl.col("complete"))["step"].to_list())
+
+    @property
+    def truncated(self) -> list[int]:
+        """Last steps left out because the capture ended before they did."""
+        return sorted(self.table.filter(~pl.col("complete"))["step"].unique().to_list())
 
 
 def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
     """Find iteration ranges by name; a capture group in the pattern gives the step number."""
     pattern = pattern or DEFAULT_STEP_PATTERN
-    if pl.Series([""]).str.extract(pattern, 1).dtype is None:  # pragma: no cover - polars guard
-        raise NsysmoeError(f"bad --step-range pattern {pattern!r}")
     try:
+        pl.Series([""]).str.extract(pattern, 1)  # checks the pattern even without NVTX rows
         named = trace.nvtx.with_columns(pl.col("name").str.extract(pattern, 1).alias("num"))
-    except pl.exceptions.ComputeError as exc:
-        raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {exc}") from None
+    except pl.exceptions.PolarsError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {reason}") from None
     ranges = named.filter(pl.col("num").is_not_null() & ~pl.col("cross_thread"))
     if ranges.is_empty():
         return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none")
@@ -95,17 +106,22 @@ def _launched_ops(trace: Trace) -> pl.DataFrame:
 
 
 def _with_periods(table: pl.DataFrame) -> pl.DataFrame:
+    """GPU period of each step; a last step much shorter than the others is marked incomplete
+    (the capture stopped inside it), so it cannot skew medians, spreads or verdicts."""
     table = table.sort("pid", "step")
     nxt = pl.col("gpu_start").shift(-1).over("pid")
+    has_next = nxt.is_not_null() & (nxt > pl.col("gpu_start"))
+    table = table.with_columns(
+        pl.when(has_next).then(nxt - pl.col("gpu_start"))
+        .otherwise(pl.col("gpu_end") - pl.col("gpu_start")).alias("step_ns"),
+        has_next.alias("has_next"),
+    )  # fmt: skip
+    typical = pl.col("step_ns").filter(pl.col("has_next")).median().over("pid")
+    complete = (
+        pl.col("has_next") | typical.is_null() | (pl.col("step_ns") >= COMPLETE_FRACTION * typical)
+    )
     return (
-        table.with_columns(
-            pl.when(nxt.is_not_null() & (nxt > pl.col("gpu_start")))
-            .then(nxt - pl.col("gpu_start"))
-            .otherwise(pl.col("gpu_end") - pl.col("gpu_start"))
-            .alias("step_ns")
-        )
-        .select(list(STEP_SCHEMA))
-        .cast(STEP_SCHEMA)
+        table.with_columns(complete.alias("complete")).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)
     )
 
 
@@ -120,26 +136,49 @@ class StepSelection:
 
 
 def select_steps(
-    steps: Steps, *, skip: int = 0, first: int | None = None, last: int | None = None
+    steps: Steps,
+    *,
+    skip: int = 0,
+    first: int | None = None,
+    last: int | None = None,
+    only: Collection[int] | None = None,
 ) -> StepSelection:
-    """Skip ``skip`` warm-up iterations, then keep step numbers in [first, last]."""
+    """Skip ``skip`` warm-up iterations, then keep step numbers in [first, last] and, for an
+    A/B, in ``only`` (the iterations both traces have)."""
     numbers = steps.numbers
     if not numbers:
-        raise NsysmoeError("no iteration ranges found; pass --step-range REGEX or --window")
+        raise NsysmoeError(
+            f"no complete iteration ranges found (pattern {steps.pattern!r}); "
+            "name them with --step-range REGEX or use a time --window"
+        )
     kept = numbers[skip:]
     kept = [n for n in kept if (first is None or n >= first) and (last is None or n <= last)]
+    if only is not None:
+        kept = [n for n in kept if n in only]
     if not kept:
+        asked = f"; iterations {first}–{last} asked" if first is not None else ""
         raise NsysmoeError(
-            f"no iterations left in the window (found steps {numbers[0]}–{numbers[-1]}, "
-            f"skip {skip}, range {first}–{last}); adjust --skip or --window"
+            f"no iterations left in the window (found {numbers[0]}–{numbers[-1]}, "
+            f"{skip} skipped{asked}); adjust --skip or --window"
         )
     chosen = steps.table.filter(pl.col("step").is_in(kept))
     window = Window(int(chosen["gpu_start"].min()), int(_step_ends(steps.table, kept).max()))
     cpu_window = Window(int(chosen["cpu_start"].min()), int(chosen["cpu_end"].max()))
     where = "GPU timeline" if steps.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
+    how = (
+        f"iterations {first}–{last} asked"
+        if first is not None or last is not None
+        else f"{skip} skipped as warm-up"
+    )
+    if only is not None:
+        how += "; only iterations both traces have"
+    cut = ""
+    if steps.truncated:
+        late = ", ".join(map(str, steps.truncated))
+        cut = f"; iteration {late} left out: cut short by the end of the capture"
     desc = (
-        f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} found; "
-        f"{numbers.index(kept[0])} skipped as warm-up), on the {where}"
+        f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} complete; {how}{cut}), "
+        f"on the {where}"
     )
     return StepSelection(kept, window, cpu_window, desc)
 
@@ -148,6 +187,17 @@ def _step_ends(table: pl.DataFrame, kept: list[int]) -> pl.Series:
     """Each process's end of its last kept step (the start of the next, or its last op's end)."""
     rows = table.filter(pl.col("step").is_in(kept))
     return (rows["gpu_start"] + rows["step_ns"]).cast(pl.Int64)
+
+
+def process_windows(steps: Steps, kept: list[int]) -> pl.DataFrame:
+    """Each process's own GPU window of each kept step (pid, step, start_ns, end_ns): ranks
+    skewed in time must not share one window, or kernels would count in two iterations."""
+    return (
+        steps.table.filter(pl.col("step").is_in(kept))
+        .select("pid", "step", pl.col("gpu_start").alias("start_ns"),
+                (pl.col("gpu_start") + pl.col("step_ns")).alias("end_ns"))
+        .sort("pid", "step")
+    )  # fmt: skip
 
 
 def step_windows(steps: Steps, kept: list[int]) -> list[tuple[int, Window]]:
