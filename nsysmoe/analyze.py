@@ -41,7 +41,7 @@ class Scope:
     steady: bool = False
     require_steps: bool = False  # asked for explicitly: no iterations is an error, not a fallback
     step_pattern: str | None = None
-    skip: int = 0
+    skip: int | None = 0  # None: 1 warm-up iteration when there are 3 or more, else none
     first: int | None = None
     last: int | None = None
     numbers: tuple[int, ...] | None = None
@@ -132,8 +132,22 @@ def analyze_trace(
         gpu_walls=gpu_walls,
         wall=_trace_wall(gpus, gpu_walls),
         not_captured=dict(trace.not_captured),
-        warnings=trace.warnings,
+        warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
     )
+
+
+def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:
+    """Peer-to-peer copies move data between GPUs without a kernel: say they are not counted
+    as communication, so a report showing no communication is not misread."""
+    p2p = memops.filter(pl.col("name").str.contains("PtoP"))
+    if p2p.is_empty():
+        return ()
+    total = int((p2p["end"] - p2p["start"]).sum())
+    note = (
+        f"{len(p2p):,} peer-to-peer memcpy ({total / 1e6:,.3f} ms summed) moved data between "
+        "GPUs; copies count as GPU activity, not as communication kernels"
+    )
+    return (note,)
 
 
 def per_iteration(

@@ -10,7 +10,7 @@ import polars as pl
 
 from nsysmoe import cache
 from nsysmoe.analyze import WHOLE, Scope, analyze_trace
-from nsysmoe.classify import RuleSet, classify, default_rules
+from nsysmoe.classify import CLASSES, RuleSet, classify, default_rules
 from nsysmoe.compare import Comparison
 from nsysmoe.compare import compare as run_compare
 from nsysmoe.compare.multi import RunComparison, compare_runs
@@ -65,7 +65,10 @@ def analyze(
 
 def analysis_values(result: TraceAnalysis) -> dict[str, float | None]:
     """Flat values of one analysis for ``--fail-if`` (all GPUs together)."""
-    g = result.gpus
+    return _gpu_values(result.gpus)
+
+
+def _gpu_values(g: pl.DataFrame) -> dict[str, float | None]:
     comm, span = int(g["comm_ns"].sum()), int(g["span_ns"].sum())
     return {
         "hidden_pct": 100.0 * int(g["hidden_ns"].sum()) / comm if comm else None,
@@ -108,12 +111,9 @@ def analyze_many(
 
 
 def analysis_values_many(run: RunAnalysis) -> dict[str, float | None]:
-    """``--fail-if`` values of a run: the per-trace values, worst rank for hidden %."""
-    values = [analysis_values(a) for a in run.analyses]
-    out = {k: max((v[k] for v in values if v[k] is not None), default=None) for k in values[0]}
-    out["hidden_pct"] = min((v["hidden_pct"] for v in values if v["hidden_pct"] is not None),
-                            default=None)  # fmt: skip
-    return out
+    """``--fail-if`` values of a run: every rank's GPUs taken together (sums and the worst GPU's
+    hidden %), as :func:`analysis_values` does for one trace's GPUs."""
+    return _gpu_values(run.ranks)
 
 
 def compare_many(
@@ -178,6 +178,8 @@ def kernel_summary(
         )
         .sort(["sum_ns", "name"], descending=[True, False])
     )
+    if klass and klass not in CLASSES:
+        raise NsysmoeError(f"--class {klass!r}: unknown class; one of {', '.join(CLASSES)}")
     return table.filter(pl.col("class") == klass) if klass else table
 
 

@@ -50,8 +50,12 @@ def load(cache_dir: Path, path: Path) -> Trace | None:
     meta_file = entry / "meta.json"
     if not meta_file.exists():
         return None
-    meta = json.loads(meta_file.read_text())
-    tables = {t: pl.read_ipc(entry / f"{t}.arrow") for t in TABLES}
+    try:
+        meta = json.loads(meta_file.read_text())
+        tables = {t: pl.read_ipc(entry / f"{t}.arrow") for t in TABLES}
+    except (OSError, ValueError, pl.exceptions.PolarsError):
+        shutil.rmtree(entry, ignore_errors=True)  # a damaged entry is rebuilt, never fatal
+        return None
     meta["path"] = str(path)
     meta["warnings"] = tuple(meta["warnings"])
     return Trace(**meta, **tables)

@@ -62,10 +62,12 @@ def make_scope(
 ) -> Scope:
     """Single traces default to the whole trace, A/B to the steady window (1 warm-up skipped)."""
     if isinstance(window, Window):
+        if skip is not None:
+            raise click.UsageError("--skip counts iterations; it cannot trim a time --window")
         return Scope(window=window, step_pattern=step_range)
     first, last = window if window else (None, None)
-    steady = ab or window is not None or skip is not None
-    default_skip = 1 if ab and window is None else 0
+    steady = ab or window is not None or skip is not None or step_range is not None
+    default_skip = None if ab and window is None else 0  # None: auto (see Scope)
     return Scope(
         steady=steady,
         require_steps=window is not None or skip is not None or step_range is not None,
@@ -105,7 +107,9 @@ def cli() -> None:
     callback=parse_window,
     help="Iterations FIRST-LAST (e.g. 5-20) or time START:END (e.g. 2s:5s; ns/us/ms/s).",
 )
-@click.option("--skip", type=click.IntRange(min=0), help="Warm-up iterations to skip [A/B: 1].")
+@click.option(
+    "--skip", type=click.IntRange(min=0), help="Warm-up iterations to skip [A/B: 1 if ≥3]."
+)
 @click.option("--step-range", help="Regex naming iteration ranges; group 1 = number.")
 @click.option("--whole-trace", is_flag=True, help="A/B over the whole traces, not steady steps.")
 @click.option(
@@ -176,7 +180,7 @@ def analyze(
     from nsysmoe import cache
     from nsysmoe.runs import default_jobs, expand
 
-    ab = len(traces) == 2 and not whole_trace
+    ab = len(traces) == 2 and not whole_trace and not compat
     req = Request(
         rules=_rules(rules_path, rules_replace),
         scope=replace(make_scope(window, skip, step_range, ab), raw_nvtx=raw_nvtx),
@@ -224,9 +228,10 @@ def _one(req: Request, path: str) -> None:
 
     trace = api.load(path, cache_dir=req.cache_dir)
     result = api.analyze(trace, rules=req.rules, scope=req.scope)
+    verdict = FailIf(req.fail_if, api.analysis_values(result))
     figures = _plots(req, analyses=[result], traces=[trace])
     _emit(RENDERERS[req.fmt]([result]) + _figure_links(req, figures), req.output)
-    _check_fail_if(req.fail_if, api.analysis_values(result))
+    verdict.exit()
 
 
 def _ab(req: Request, off_path: str, on_path: str) -> None:
@@ -236,12 +241,13 @@ def _ab(req: Request, off_path: str, on_path: str) -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:  # the readers release the GIL
         off, on = pool.map(partial(api.load, cache_dir=req.cache_dir), (off_path, on_path))
     comparison = api.compare(off, on, rules=req.rules, scope=req.scope)
+    verdict = FailIf(req.fail_if, comparison.values())
     sides = [comparison.off.analysis, comparison.on.analysis]
     figures = _plots(req, comparison=comparison, analyses=sides, traces=[off, on])
     _emit(COMPARISON_RENDERERS[req.fmt](comparison) + _figure_links(req, figures), req.output)
     if req.strict and not comparison.contract.matched:
         raise NsysmoeError(f"--strict: measurement contract {comparison.contract.summary()}")
-    _check_fail_if(req.fail_if, comparison.values())
+    verdict.exit()
 
 
 def _many(req: Request, sides: list[list[str]]) -> None:
@@ -253,29 +259,49 @@ def _many(req: Request, sides: list[list[str]]) -> None:
           "cache_dir": req.cache_dir}  # fmt: skip
     if len(sides) == 1:
         run = api.analyze_many(sides[0], **kw)
+        if not run.analyses:
+            raise NsysmoeError(f"no file could be analysed; first: {_first_failure(run.failures)}")
+        verdict = FailIf(req.fail_if, api.analysis_values_many(run))
         figures = _plots(req, run=run)
         _emit(RUN_RENDERERS[req.fmt](run) + _figure_links(req, figures), req.output)
-        bad, values = run.failures, api.analysis_values_many(run) if run.analyses else {}
+        bad = run.failures
     else:
         rc = api.compare_many(sides[0], sides[1], **kw)
+        if not rc.pairs:
+            raise NsysmoeError(
+                f"no rank pair could be compared; first: {_first_failure(rc.failures)}"
+            )
+        verdict = FailIf(req.fail_if, rc.values())
+        if req.plot_dir is not None:
+            click.echo("nsysmoe: note: --plot draws no figures for an A/B of many ranks yet; "
+                       "plot each side's run on its own", err=True)  # fmt: skip
         _emit(RUNCMP_RENDERERS[req.fmt](rc), req.output)
-        bad, values = rc.failures, rc.values()
+        bad = rc.failures
         if req.strict and not rc.matched:
             notes = "; ".join(rc.contract_notes)
             raise NsysmoeError(f"--strict: measurement contract not matched: {notes}")
     if bad:
         click.echo(f"nsysmoe: warning: {len(bad)} input(s) could not be analysed (listed in the "
-                   f"report), first: {bad[0].path}: {bad[0].error}", err=True)  # fmt: skip
+                   f"report), first: {_first_failure(bad)}", err=True)  # fmt: skip
     if bad and req.strict:
         raise NsysmoeError(f"--strict: {len(bad)} file(s) could not be analysed")
-    if not values:
-        raise NsysmoeError("no file could be analysed")
-    _check_fail_if(req.fail_if, values)
+    verdict.exit()
+
+
+def _first_failure(failures) -> str:  # noqa: ANN001
+    return f"{failures[0].path}: {failures[0].error}" if failures else "nothing to read"
 
 
 def _compat(req: Request, tool: str, paths: list[str]) -> None:
     """Another tool's conventions on every trace (the traces are one job's ranks)."""
     from nsysmoe import api
+
+    ignored = [name for name, given in (("--fail-if", req.fail_if), ("--plot", req.plot_dir),
+               ("--strict", req.strict), ("--window/--skip/--step-range", req.scope.steady
+               or req.scope.window.bounded)) if given]  # fmt: skip
+    if ignored:
+        raise click.UsageError(f"--compat {tool} measures whole traces the other tool's way; "
+                               f"drop {', '.join(ignored)}")  # fmt: skip
     from nsysmoe.render.compat import render_compat
 
     results = api.compat_many(paths, tool=tool, rules=req.rules)
@@ -300,14 +326,24 @@ def _figure_links(req: Request, figures: list[Path]) -> str:
     return "\n#### Figures\n\n" + "\n\n".join(links) + "\n"
 
 
-def _check_fail_if(conditions: tuple[str, ...], values: dict[str, float | None]) -> None:
-    from nsysmoe.compare.verdict import failing, parse_condition
+class FailIf:
+    """``--fail-if`` conditions checked against the values before the report is written (a
+    typo fails fast), applied after it. A condition whose value does not exist in this run
+    (no communication, no iterations) fails too: CI must not pass on a missing number."""
 
-    parsed = [parse_condition(c, set(values)) for c in conditions]
-    hits = failing(parsed, values)
-    if hits:
-        click.echo("nsysmoe: --fail-if: " + "; ".join(hits), err=True)
-        sys.exit(1)
+    def __init__(self, conditions: tuple[str, ...], values: dict[str, float | None]):
+        from nsysmoe.compare.verdict import parse_condition
+
+        self.values = values
+        self.conditions = [parse_condition(c, set(values)) for c in conditions]
+
+    def exit(self) -> None:
+        from nsysmoe.compare.verdict import failing
+
+        hits = failing(self.conditions, self.values)
+        if hits:
+            click.echo("nsysmoe: --fail-if: " + "; ".join(hits), err=True)
+            sys.exit(1)
 
 
 @cli.command()

@@ -54,7 +54,8 @@ class RunAnalysis(Report):
 def rank_table(analyses: tuple[TraceAnalysis, ...]) -> pl.DataFrame:
     frames = []
     for a in analyses:
-        step = a.iterations["step_ns"].median() if not a.iterations.is_empty() else None
+        # a step time needs two iterations: a lone iteration's GPU span is no period
+        step = a.iterations["step_ns"].median() if len(a.iterations) >= 2 else None
         frames.append(
             a.gpus.with_columns(
                 pl.lit(a.path).alias("file"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,7 @@ def expand(arg: str) -> list[str]:
     """A directory → its trace files; a glob → its matches; anything else → itself. Sorted."""
     path = Path(arg)
     if path.is_dir():
-        found = sorted(str(p) for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
+        found = _one_per_run(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
         if not found:
             raise NsysmoeError(
                 f"{arg}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})"
@@ -35,6 +35,14 @@ def expand(arg: str) -> list[str]:
             raise NsysmoeError(f"{arg}: pattern matches no files")
         return found
     return [arg]
+
+
+def _one_per_run(paths: Iterable[Path]) -> list[str]:
+    """A report and its SQLite export side by side are one rank: keep the export."""
+    paths = sorted(paths)
+    exported = {p.with_suffix("") for p in paths if p.suffix == ".sqlite"}
+    report = (".nsys-rep", ".qdrep")
+    return [str(p) for p in paths if not (p.suffix in report and p.with_suffix("") in exported)]
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,11 @@ def _not_sqlite(tmp: Path) -> Path:
     return out
 
 
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 def _not_nsys(tmp: Path) -> Path:
     out = tmp / "other.sqlite"
     with sqlite3.connect(out) as conn:
@@ -87,7 +92,8 @@ def _no_kernels(tmp: Path) -> Path:
 BAD_FILES = {
     "truncated": (_truncated, "corrupt"),
     "corrupt": (_corrupt, "corrupt"),
-    "not-sqlite": (_not_sqlite, "not an SQLite file"),
+    "not-sqlite": (_not_sqlite, "neither an SQLite export nor a profiler JSON trace"),
+    "empty": (lambda tmp: _write(tmp / "empty.json", b""), "file is empty"),
     "not-nsys": (_not_nsys, "not an Nsight Systems export"),
     "no-kernels": (_no_kernels, "no CUDA kernel data"),
 }

@@ -20,14 +20,11 @@ from nsysmoe.compare.metrics import (
     top_nvtx_changes,
 )
 from nsysmoe.compare.side import Side, measure_side
-from nsysmoe.compare.verdict import Verdict, judge, noise_floor
-from nsysmoe.measure.steps import Steps, detect_steps
+from nsysmoe.compare.verdict import JUDGED, Verdict, judge, noise_floor
+from nsysmoe.measure.steps import Steps, auto_skip, detect_steps
 from nsysmoe.model import Trace
 from nsysmoe.report import Report
 
-#: metric key → per-iteration column and whether its noise is relative (%) or absolute (points)
-JUDGED = {"step_time_ns": ("step_ns", True), "exposed_ns": ("exposed_ns", True),
-          "hidden_pct": ("hidden_pct", False)}  # fmt: skip
 JSON_SCHEMA = "nsysmoe.comparison"
 JSON_VERSION = 1
 
@@ -80,7 +77,8 @@ def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
     """For a steady window, keep the iteration numbers both sides have after the warm-up skip."""
     if scope.window.bounded or not scope.steady or scope.numbers is not None:
         return scope
-    a, b = off.numbers[scope.skip :], set(on.numbers[scope.skip :])
+    a = off.numbers[auto_skip(scope.skip, len(off.numbers)) :]
+    b = set(on.numbers[auto_skip(scope.skip, len(on.numbers)) :])
     common = tuple(n for n in a if n in b)
     if not common:
         return scope  # each side keeps its own window; the contract reports the mismatch

@@ -55,8 +55,9 @@ def flat_values(rows: Sequence[MetricRow], matched: bool) -> dict[str, float | N
     out: dict[str, float | None] = {}
     for r in rows:
         if not r.key.startswith(("nvtx:", "nvtx_gpu:")):
-            out |= {r.key: r.on, f"{r.key}_off": r.off, f"{r.key}_delta": r.delta,
-                    f"{r.key}_delta_pct": r.delta_pct}  # fmt: skip
+            out |= {r.key: r.on, f"{r.key}_off": r.off, f"{r.key}_delta": r.delta}
+            if r.unit != "pct":  # a percentage's change is its delta, in points
+                out[f"{r.key}_delta_pct"] = r.delta_pct
     out |= {alias: out.get(key) for alias, key in ALIASES.items()}
     out["matched"] = 1.0 if matched else 0.0
     return out

@@ -11,14 +11,12 @@ import polars as pl
 
 from nsysmoe.compare import Comparison
 from nsysmoe.compare.metrics import MetricRow, flat_values
-from nsysmoe.compare.verdict import Verdict, judge, noise_floor
+from nsysmoe.compare.verdict import JUDGED, Verdict, judge, noise_floor
 from nsysmoe.report import Report
 from nsysmoe.runs import Failure
 
 #: rows whose cross-rank value is a median of per-rank values, not a sum
 MEDIAN_KEYS = {"step_time_ns", "gemm_median_ns", "attention_median_ns"}
-JUDGED = {"step_time_ns": ("step_ns", True), "exposed_ns": ("exposed_ns", True),
-          "hidden_pct": ("hidden_pct", False)}  # fmt: skip
 
 
 @dataclass(frozen=True)

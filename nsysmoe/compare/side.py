@@ -56,7 +56,7 @@ def dispatcher_of(subclasses: set[str], names: pl.Series) -> str:
     return "none detected"
 
 
-STEADY = Scope(steady=True, skip=1)  # the CLI's A/B default: 1 warm-up iteration skipped
+STEADY = Scope(steady=True, skip=None)  # the CLI's A/B default: 1 warm-up iteration skipped
 
 
 def measure_side(

@@ -17,6 +17,13 @@ MAD_TO_SD = 1.4826
 MIN_NOISE = 1.0  # % (points for percentages)
 DEFAULT_NOISE = 2.0  # % (points) when a side has fewer than MIN_ITERATIONS
 MIN_ITERATIONS = 3
+#: the judged metric rows → their per-iteration column, and whether the noise is relative (%)
+#: or absolute (percentage points)
+JUDGED = {
+    "step_time_ns": ("step_ns", True),
+    "exposed_ns": ("exposed_ns", True),
+    "hidden_pct": ("hidden_pct", False),
+}
 
 
 @dataclass(frozen=True)
@@ -88,9 +95,13 @@ def parse_condition(text: str, known: set[str]) -> Condition:
 
 
 def failing(conditions: list[Condition], values: dict[str, float | None]) -> list[str]:
-    """Conditions that hold (the run should fail), with the value that triggered each."""
+    """Conditions that hold (the run should fail), with the value that triggered each; a
+    condition on a value this run does not have fails too (nothing to compare is no pass)."""
     out = []
     for c in conditions:
-        if c.holds(values):
+        held = c.holds(values)
+        if held is None:
+            out.append(f"{c.text} (no value: {c.metric} is undefined for this input)")
+        elif held:
             out.append(f"{c.text} (value {values[c.metric]:.4g})")
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.kineto import is_kineto, read_kineto
 from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
 from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
@@ -23,6 +24,9 @@ def load_trace(path: str | Path) -> Trace:
     if path.is_file():
         with path.open("rb") as fh:
             head = fh.read(64)
+        if not head.strip():
+            raise NsysmoeError(f"{path}: file is empty; pass an nsys SQLite export or a PyTorch "
+                               "profiler trace")  # fmt: skip
         if not head.startswith(SQLITE_MAGIC) and is_kineto(head):
             return read_kineto(path)
     return read_nsys_sqlite(path)

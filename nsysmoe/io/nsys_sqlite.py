@@ -70,8 +70,8 @@ def connect_readonly(path: Path) -> tuple[sqlite3.Connection, str]:
         head = fh.read(len(SQLITE_MAGIC))
     if head != SQLITE_MAGIC:
         raise NsysmoeError(
-            f"{path}: not an SQLite file; export the report first: "
-            f"nsys export --type sqlite -o {path.stem}.sqlite {path.name}"
+            f"{path}: neither an SQLite export nor a profiler JSON trace; for an nsys report run "
+            "`nsys export --type sqlite -o REPORT.sqlite REPORT.nsys-rep` and pass REPORT.sqlite"
         )
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True, check_same_thread=False), uri

@@ -50,8 +50,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from nsysmoe.measure.nvtx import display_name
-
-COMM = "comm"
+from nsysmoe.measure.overlap import COMM
 
 Int64Array = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]

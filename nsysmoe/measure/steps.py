@@ -64,7 +64,7 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
         pl.Series([""]).str.extract(pattern, 1)  # checks the pattern even without NVTX rows
         named = trace.nvtx.with_columns(pl.col("name").str.extract(pattern, 1).alias("num"))
     except pl.exceptions.PolarsError as exc:
-        reason = str(exc).strip().splitlines()[0]
+        reason = " ".join(str(exc).split())
         raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {reason}") from None
     ranges = named.filter(pl.col("num").is_not_null() & ~pl.col("cross_thread"))
     if ranges.is_empty():
@@ -135,10 +135,17 @@ class StepSelection:
     description: str
 
 
+def auto_skip(skip: int | None, n: int) -> int:
+    """``None`` means the default: skip one warm-up iteration, unless fewer than 3 exist."""
+    if skip is not None:
+        return skip
+    return 1 if n >= 3 else 0
+
+
 def select_steps(
     steps: Steps,
     *,
-    skip: int = 0,
+    skip: int | None = 0,
     first: int | None = None,
     last: int | None = None,
     only: Collection[int] | None = None,
@@ -151,6 +158,7 @@ def select_steps(
             f"no complete iteration ranges found (pattern {steps.pattern!r}); "
             "name them with --step-range REGEX or use a time --window"
         )
+    skip = auto_skip(skip, len(numbers))
     kept = numbers[skip:]
     kept = [n for n in kept if (first is None or n >= first) and (last is None or n <= last)]
     if only is not None:

@@ -15,6 +15,7 @@ from nsysmoe.render.tables import (
     count,
     iteration_table,
     ms,
+    notes,
     pct,
     shorten,
     source_text,
@@ -73,6 +74,19 @@ def verdict_lines(c: Comparison) -> list[str]:
     return out
 
 
+def per_gpu_table(c: Comparison) -> Table:
+    """GPUs paired by position (pids differ between runs)."""
+    rows = tuple(
+        (str(r["gpu"]), f"{r['pid_off']}:{r['device_off']} ↔ {r['pid_on']}:{r['device_on']}",
+         pct(r["hidden_pct_off"]), pct(r["hidden_pct_on"]), ms(r["exposed_ns_off"]),
+         ms(r["exposed_ns_on"]), ms(r["comm_gemm_attn_ns_off"]), ms(r["comm_gemm_attn_ns_on"]))
+        for r in c.per_gpu.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("#", "pid:device off ↔ on", "hidden % off", "on", "exposed ms off", "on",
+              "comm∩GEMM/attn ms off", "on")  # fmt: skip
+    return Table("Per GPU", header, rows, (False, False) + (True,) * 6)
+
+
 def kernel_change_table(c: Comparison) -> Table:
     rows = tuple(
         (shorten(r["name"], 80), r["class"], count(r["count_off"]), count(r["count_on"]),
@@ -114,6 +128,12 @@ def _sections(c: Comparison, fmt_table: Callable[[Table], str], quote: str) -> l
              for h in warmup_hint(side)]  # fmt: skip
     if hints:
         parts.append("\n".join(hints))
+    if len(c.per_gpu) > 1:
+        parts.append(fmt_table(per_gpu_table(c)))
+    side_notes = [f"{quote}{label}: {n}" for label, side in (("off", a), ("on", b))
+                  for n in notes(side) if not n.startswith("hint:")]  # fmt: skip
+    if side_notes:
+        parts.append("\n".join(side_notes))
     parts += [fmt_table(kernel_change_table(c)), fmt_table(nvtx_change_table(c))]
     for side in (a, b):
         if not side.iterations.is_empty():

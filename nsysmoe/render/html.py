@@ -10,7 +10,8 @@ _SEP = re.compile(r"^\|[-:|]+\|$")
 
 
 def _cells(line: str) -> list[str]:
-    return [html.escape(c.strip().replace("\\|", "|")) for c in re.split(r"(?<!\\)\|", line[1:-1])]
+    cells = re.split(r"(?<!\\)\|", line[1:-1])
+    return [html.escape(html.unescape(c.strip().replace("\\|", "|"))) for c in cells]
 
 
 def markdown_to_html(md: str) -> str:

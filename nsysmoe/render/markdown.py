@@ -16,7 +16,9 @@ from nsysmoe.result import TraceAnalysis
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A table cell: ``|`` would end the cell and ``<…>`` (C++ templates) would be taken for
+    HTML by GitHub and vanish."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def format_table(t: Table) -> str:

@@ -55,6 +55,8 @@ def straggler_lines(run: RunAnalysis) -> list[str]:
             f"straggler by communication wait: {b['rank']} has the least communication "
             f"({ms(round(b['comm_ns']))} ms); others wait up to {wait} ms more in collectives"
         )
+    if len(run.ranks) < 2:
+        return ["one rank: no straggler to find"]
     return out or ["no straggler: ranks agree"]
 
 

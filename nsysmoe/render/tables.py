@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsysmoe.measure import walls
 from nsysmoe.result import TraceAnalysis
 
 TOP_NVTX = 15
@@ -161,7 +162,8 @@ def wall_lines(a: TraceAnalysis) -> list[str]:
         f"  evidence: exposed comm {ms(ev.get('exposed_comm_ns'))} ms "
         f"({pct(ev.get('exposed_comm_pct_of_span'))} of span), idle {ms(ev.get('idle_ns'))} ms "
         f"({pct(ev.get('idle_pct_of_span'))} of span), memory: {memory_text(ev)}",
-        "  thresholds: exposed comm ≥ 10 % of span, idle ≥ 15 % of span, peak memory ≥ 90 %",
+        f"  thresholds: exposed comm ≥ {walls.COMM_EXPOSED_PCT:g} % of span, idle ≥ "
+        f"{walls.HOST_IDLE_PCT:g} % of span, peak memory ≥ {walls.MEMORY_PEAK_PCT:g} %",
         "  knobs: " + "; ".join(w.knobs),
     ]
     per_gpu = {v.wall for v in a.gpu_walls}
@@ -214,7 +216,7 @@ def warmup_hint(a: TraceAnalysis) -> list[str]:
 def notes(a: TraceAnalysis) -> list[str]:
     """What the trace did not capture, what the reader left out, and window hints."""
     return (
-        [f"not captured: {k}: {v}" for k, v in a.not_captured.items()]
+        [f"{k}: {v}" for k, v in a.not_captured.items()]
         + [f"warning: {w}" for w in a.warnings]
         + warmup_hint(a)
     )
