@@ -65,13 +65,17 @@ def busiest_unclassified(kernels: pl.DataFrame, top: int = TOP_UNCLASSIFIED) -> 
     )
 
 
-def resolve_scope(steps: Steps, scope: Scope) -> tuple[Window, Window, str, list[int]]:
+def resolve_scope(
+    steps: Steps, scope: Scope, origin: int = 0
+) -> tuple[Window, Window, str, list[int]]:
     """The GPU window, the CPU window (for CPU-side NVTX totals), the window's description for
-    the report, and the iterations inside it."""
+    the report, and the iterations inside it; ``origin`` anchors a relative time window."""
     if scope.window.bounded:
-        w = scope.window
+        w = scope.window.anchored(origin)
         kept = [s for s, sw in step_windows(steps, steps.numbers) if _inside(sw, w)]
-        return w, w, "time window", kept
+        text = "time window" + (f" from the first GPU activity at {origin:,} ns"
+                                 if scope.window.relative else "")  # fmt: skip
+        return w, w, text, kept
     if not scope.steady:
         return WHOLE_TRACE, WHOLE_TRACE, "whole trace", steps.numbers
     if not steps.numbers and not scope.require_steps:
@@ -102,7 +106,8 @@ def analyze_trace(
     rules = rules or default_rules()
     kernels = classify(trace.kernels, rules) if classified is None else classified
     steps = detect_steps(trace, scope.step_pattern) if steps is None else steps
-    window, cpu_window, window_text, kept = resolve_scope(steps, scope)
+    origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
+    window, cpu_window, window_text, kept = resolve_scope(steps, scope, origin)
     gpus, classes = per_gpu(kernels, trace.memops, window)
     if int(gpus["kernels"].sum()) == 0:
         raise NsysmoeError(

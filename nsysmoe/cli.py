@@ -48,13 +48,14 @@ def parse_window(
             raise click.BadParameter(f"empty iteration range {text!r}: LAST must be ≥ FIRST")
         return first, last
     if ":" not in text:
-        raise click.BadParameter("use START:END (e.g. 2s:5s, 2s:, :500ms) or iterations 5-20")
-    lo_text, hi_text = text.split(":", 1)
-    lo = parse_time_ns(lo_text) if lo_text.strip() else None
-    hi = parse_time_ns(hi_text) if hi_text.strip() else None
+        raise click.BadParameter("use START:END (e.g. 2s:5s, +1s:+3s, :500ms) or iterations 5-20")
+    lo_text, hi_text = (side.strip() for side in text.split(":", 1))
+    relative = lo_text.startswith("+") or hi_text.startswith("+")
+    lo = parse_time_ns(lo_text.lstrip("+")) if lo_text else None
+    hi = parse_time_ns(hi_text.lstrip("+")) if hi_text else None
     if lo is not None and hi is not None and hi <= lo:
         raise click.BadParameter(f"empty window {text!r}: END must be after START")
-    return Window(lo, hi)
+    return Window(lo, hi, relative=relative)
 
 
 def make_scope(
@@ -105,7 +106,8 @@ def cli() -> None:
 @click.option(
     "--window",
     callback=parse_window,
-    help="Iterations FIRST-LAST (e.g. 5-20) or time START:END (e.g. 2s:5s; ns/us/ms/s).",
+    help="Iterations FIRST-LAST (5-20), or time START:END on the trace timeline (2s:5s; ns/us/"
+    "ms/s), or from the first GPU activity (+1s:+3s).",
 )
 @click.option(
     "--skip", type=click.IntRange(min=0), help="Warm-up iterations to skip [A/B: 1 if ≥3]."

@@ -95,3 +95,16 @@ def test_single_trace_fail_if() -> None:
     result = CliRunner().invoke(cli, ["analyze", ON, "--fail-if", "hidden_pct<50"])
     assert result.exit_code == 1
     assert invoke("analyze", ON, "--fail-if", "hidden_pct<10").exit_code == 0
+
+
+def test_relative_time_window_counts_from_first_gpu_activity(traces) -> None:
+    """Epoch-stamped export (NCCL 6-rank files): +1s:+2s is anchored at the first GPU op."""
+    path = str(traces / "nsys" / "nccl-allreduce-6ranks" / "ault43.cscs.ch_485050.sqlite")
+    doc = json.loads(invoke("analyze", path, "--window", "+1s:+2s", "--format", "json").output)
+    (trace,) = doc["traces"]
+    first = 1726746948077024189  # the first memcpy of this export (sqlite3: min(start))
+    assert (trace["window"]["start_ns"], trace["window"]["end_ns"]) == (
+        first + 1_000_000_000,
+        first + 2_000_000_000,
+    )
+    assert trace["gpus"][0]["kernels"] == 1

@@ -101,17 +101,21 @@ def nvtx_check(off: Side, on: Side) -> Check:
 
 def window_check(off: Side, on: Side) -> Check:
     n_off, n_on = len(off.analysis.iterations), len(on.analysis.iterations)
-    return Check("window length", f"{n_off} iterations", f"{n_on} iterations", n_off == n_on)
+    detail = "" if n_off or n_on else "no iterations on either side: whole windows compared"
+    return Check("window length", f"{n_off} iterations", f"{n_on} iterations", n_off == n_on,
+                 detail)  # fmt: skip
+
+
+def gpu_model_check(off: Side, on: Side) -> Check:
+    a, b = ", ".join(sorted(set(off.gpu_models))), ", ".join(sorted(set(on.gpu_models)))
+    detail = "GPU model not captured in the export" if "unknown" in (a, b) else ""
+    return Check("GPU model", a, b, a == b, detail)
 
 
 def check_contract(off: Side, on: Side) -> Contract:
     return Contract(
         (
-            _same(
-                "GPU model",
-                ", ".join(sorted(set(off.gpu_models))),
-                ", ".join(sorted(set(on.gpu_models))),
-            ),
+            gpu_model_check(off, on),
             _same("GPU count", len(off.gpu_models), len(on.gpu_models)),
             _same("ranks", off.ranks, on.ranks),
             _same("dispatcher", off.dispatcher, on.dispatcher),

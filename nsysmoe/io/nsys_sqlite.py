@@ -358,7 +358,7 @@ def _read_gpus(
             .sort("pid", "device")
         )
     t = "TARGET_INFO_GPU"
-    info = db.frame(
+    info = db.small(
         f"SELECT id, {db.col(t, 'name')}, {db.col(t, 'totalMemory')} FROM {t}",
         {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory": pl.Int64},
     ).unique("gpu_id")

@@ -48,6 +48,16 @@ class Window:
 
     start_ns: int | None = None
     end_ns: int | None = None
+    #: the bounds count from the trace's first GPU activity (``--window +2s:+5s``), so one
+    #: window means the same on traces with different time origins (epoch-stamped, Kineto)
+    relative: bool = False
+
+    def anchored(self, origin: int) -> Window:
+        """The absolute window, for a trace whose first GPU activity starts at ``origin``."""
+        if not self.relative:
+            return self
+        lo, hi = self.start_ns, self.end_ns
+        return Window(None if lo is None else lo + origin, None if hi is None else hi + origin)
 
     @property
     def bounded(self) -> bool:

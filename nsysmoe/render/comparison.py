@@ -65,12 +65,13 @@ def contract_table(c: Comparison) -> Table:
 
 
 def verdict_lines(c: Comparison) -> list[str]:
+    caveat = "" if c.contract.matched else " [contract not matched]"
     out = []
     for v in c.verdicts:
         unit = "pp" if v.key == "hidden_pct" else "%"
         change = "n/a" if v.change is None else f"{v.change:+.2f} {unit}"
-        out.append(f"{v.label}: {v.outcome} ({change}; noise floor ±{v.noise:.2f} {unit}, "
-                   f"{v.noise_source})")  # fmt: skip
+        out.append(f"{v.label}: {v.outcome}{caveat} ({change}; noise floor ±{v.noise:.2f} "
+                   f"{unit}, {v.noise_source})")  # fmt: skip
     return out
 
 
