@@ -171,14 +171,18 @@ def per_iteration(
         spans = [Window(a, b) for a, b in w.select("start_ns", "end_ns").iter_rows()]
         of_pid = pl.col("pid") == pid
         metrics = iteration_metrics(kernels.filter(of_pid), memops.filter(of_pid), spans)
-        parts.append(pl.concat([w.select("step", "start_ns"), metrics.drop("window")],
+        parts.append(pl.concat([w.select("step", "start_ns", "end_ns"), metrics.drop("window")],
                                how="horizontal"))  # fmt: skip
     period = steps.table.group_by("step").agg(pl.col("step_ns").median())
     comm, hidden = pl.col("comm_ns"), pl.col("hidden_ns")
     return (
         pl.concat(parts)
         .group_by("step")
-        .agg(pl.col("start_ns").min(), pl.col("comm_ns", "hidden_ns", "idle_ns").sum())
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("comm_ns", "hidden_ns", "idle_ns").sum(),
+        )
         .join(period, on="step", how="left")
         .with_columns(
             (comm - hidden).alias("exposed_ns"),

@@ -16,7 +16,8 @@ JSON_VERSION = 1
 #: Per-iteration table: one row per kept iteration, all GPUs of the trace together.
 ITERATION_SCHEMA = {
     "step": pl.Int64,
-    "start_ns": pl.Int64,  # GPU start of the iteration
+    "start_ns": pl.Int64,  # GPU start of the iteration (earliest process)
+    "end_ns": pl.Int64,  # GPU end of the iteration's window (latest process)
     "step_ns": pl.Int64,  # GPU period (median over processes)
     "comm_ns": pl.Int64,
     "hidden_ns": pl.Int64,

@@ -24,7 +24,6 @@ from nsysmoe.classify import COMPUTE_GEMM_ATTN, RuleSet, classify, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
 from nsysmoe.measure.overlap import COMM, Window
-from nsysmoe.measure.steps import detect_steps, step_windows
 from nsysmoe.model import Trace
 from nsysmoe.result import TraceAnalysis
 
@@ -115,9 +114,8 @@ def _bars(iset: IntervalSet, origin: int, pixel_ns: int) -> list[tuple[float, fl
 def _iteration(trace: Trace, analysis: TraceAnalysis, step: int | None) -> tuple[int, int, str]:
     """[lo, hi) of the iteration to draw and how it was chosen, for the title.
 
-    The median-duration iteration is the typical one (warm-up and hiccups sit in the tails). Its
-    end is the one the per-iteration table used (:func:`step_windows`); when the default step
-    pattern does not find it (a custom ``--step-range``), start + median period.
+    The median-duration iteration is the typical one (warm-up and hiccups sit in the tails);
+    its window is the one the per-iteration table measured.
     """
     it = analysis.iterations
     if it.is_empty():
@@ -135,11 +133,7 @@ def _iteration(trace: Trace, analysis: TraceAnalysis, step: int | None) -> tuple
             have = ", ".join(str(s) for s in it["step"])
             raise NsysmoeError(f"iteration {step} is not among the analysed ones ({have})")
         row, how = rows.row(0, named=True), f"iteration {step}"
-    lo, hi = row["start_ns"], row["start_ns"] + row["step_ns"]
-    for number, w in step_windows(detect_steps(trace), [row["step"]]):
-        if number == row["step"] and w.start_ns == lo and w.end_ns is not None:
-            hi = w.end_ns
-    return lo, hi, how
+    return row["start_ns"], row["end_ns"], how
 
 
 def _work_bounds(trace: Trace, window: Window) -> tuple[int, int]:
