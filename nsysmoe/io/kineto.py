@@ -106,18 +106,55 @@ def to_ns(us: int | str) -> int:
 
 
 def read_kineto(path: str | Path) -> Trace:
-    """Read one Kineto JSON trace (``.json`` or gzip, detected by content) into a Trace."""
+    """Read one Kineto JSON trace (``.json`` or gzip, detected by content) into a Trace.
+
+    Decoding (:func:`_frames`) is kept apart from shaping the tables, so the decoded JSON, the
+    memory peak, is gone before the frames are filtered and widened.
+    """
     path = Path(path)
-    doc = _load(path)
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    if not isinstance(events, list):
-        raise NsysmoeError(f"{path}: JSON without a traceEvents list, not a Kineto trace; {HINT}")
-    info = doc.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    props = doc.get("deviceProperties")
-    schema_version = doc.get("schemaVersion")
-    gpu_rows, cpu_rows, memory_rows, malformed = _scan(events)
-    del doc, events  # the decoded JSON is the big object; free it before building frames
+    meta, gpu, cpu, memory, malformed = _frames(path)
+    if not (gpu["kind"] == "kernel").any():
+        raise NsysmoeError(
+            f"{path}: trace holds no GPU kernels; profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
+        )
+    pid = _canonical_pid(meta["rank"], cpu)
+    dropped, warnings = _dropped(malformed, gpu, cpu)
+    gpu, cpu = _with_ids(gpu, cpu, pid)
+    not_captured: dict[str, str] = {}
+    kernels = gpu.filter(pl.col("kind") == "kernel").with_columns(
+        pl.col("name").fill_null("[unknown]"), short_name=pl.col("name").fill_null("[unknown]")
+    )
+    # the order of these calls is the order of the not_captured notes in every report
+    memops = _memops(gpu, not_captured)
+    runtime = _runtime(cpu, not_captured)
+    nvtx = _nvtx(cpu, not_captured)
+    return Trace(
+        path=str(path),
+        source_format="kineto-json",
+        schema_version=None if meta["schema_version"] is None else str(meta["schema_version"]),
+        product_version=None,
+        kernels=_select(kernels, model.KERNEL_SCHEMA),
+        memops=memops,
+        runtime=_select(runtime, model.RUNTIME_SCHEMA),
+        nvtx=_select(nvtx, model.NVTX_SCHEMA),
+        gpus=_gpus(pid, kernels, memops, meta["props"], not_captured),
+        memory_events=_memory(pid, memory, not_captured),
+        not_captured=not_captured,
+        warnings=warnings,
+        dropped=dropped,
+    )
+
+
+def _frames(
+    path: Path,
+) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
+    """Header fields, the GPU/CPU/memory frames with well-formed ts/dur, and the malformed count.
+
+    The row lists are dropped as soon as their frames exist, so at most one copy of the events
+    is alive at a time.
+    """
+    meta, (gpu_rows, cpu_rows, memory_rows, malformed) = _rows(path)
     gpu = _frame(gpu_rows, GPU_ROW)
     cpu = _frame(cpu_rows, CPU_ROW)
     memory = _frame(memory_rows, MEMORY_ROW).drop_nulls("start")
@@ -125,13 +162,30 @@ def read_kineto(path: str | Path) -> Trace:
     # ts/dur beyond int64 became null in _frame: malformed too
     valid = pl.col("start").is_not_null() & pl.col("dur").is_not_null()
     malformed += int(gpu.select((~valid).sum()).item() + cpu.select((~valid).sum()).item())
-    gpu, cpu = gpu.filter(valid), cpu.filter(valid)
-    if not (gpu["kind"] == "kernel").any():
-        raise NsysmoeError(
-            f"{path}: trace holds no GPU kernels; profile with "
-            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
-        )
-    pid = _canonical_pid(rank, cpu)
+    return meta, gpu.filter(valid), cpu.filter(valid), memory, malformed
+
+
+def _rows(path: Path) -> tuple[dict[str, Any], tuple[list[tuple], list[tuple], list[tuple], int]]:
+    """The header fields read_kineto needs and the scanned rows; a function of its own so the
+    decoded document (the big object) is freed on return, before any frame is built."""
+    doc = _load(path)
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise NsysmoeError(f"{path}: JSON without a traceEvents list, not a Kineto trace; {HINT}")
+    info = doc.get("distributedInfo")
+    meta = {
+        "rank": info.get("rank") if isinstance(info, dict) else None,
+        "props": doc.get("deviceProperties"),
+        "schema_version": doc.get("schemaVersion"),
+    }
+    return meta, _scan(events)
+
+
+def _dropped(
+    malformed: int, gpu: pl.DataFrame, cpu: pl.DataFrame
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """What was left out and why, and a warning for each real defect; GPU copies of CPU
+    annotations are counted but expected, so they never warn."""
     dropped = {
         "events with a malformed ts/dur/args": malformed,
         "GPU rows with dur < 0": int((gpu["dur"] < 0).sum()),
@@ -141,6 +195,12 @@ def read_kineto(path: str | Path) -> Trace:
     dropped["gpu_user_annotation rows (GPU copies of CPU annotations)"] = int(
         (cpu["kind"] == "gpu_annotation").sum()
     )
+    return dropped, warnings
+
+
+def _with_ids(gpu: pl.DataFrame, cpu: pl.DataFrame, pid: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows with ``dur >= 0``, given the canonical pid, an exact ``end``, and (CPU) nsys-style
+    global tids, so threads of different processes never collide."""
     gpu = gpu.filter(pl.col("dur") >= 0).with_columns(
         pl.lit(pid, pl.Int64).alias("pid"), (pl.col("start") + pl.col("dur")).alias("end")
     )
@@ -149,16 +209,22 @@ def read_kineto(path: str | Path) -> Trace:
         (pl.col("start") + pl.col("dur")).alias("end"),
         ((pid << TID_BITS) | (pl.col("os_tid") & ((1 << TID_BITS) - 1))).alias("tid"),
     )
-    not_captured: dict[str, str] = {}
-    kernels = gpu.filter(pl.col("kind") == "kernel").with_columns(
-        pl.col("name").fill_null("[unknown]"), short_name=pl.col("name").fill_null("[unknown]")
-    )
-    memops = _memops(gpu, not_captured)
+    return gpu, cpu
+
+
+def _runtime(cpu: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
+    """CUDA runtime and driver calls; without them NVTX cannot be projected, which is noted."""
     runtime = cpu.filter(pl.col("kind") == "api")
     if runtime.is_empty():
         not_captured["cuda_api"] = (
             "no cuda_runtime/cuda_driver events: NVTX ranges cannot be projected onto the GPU"
         )
+    return runtime
+
+
+def _nvtx(cpu: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
+    """Annotations and aten ops as default-domain push/pop ranges, as ``emit_nvtx`` under nsys
+    would record them, so step detection and projection work unchanged."""
     nvtx = cpu.filter(pl.col("kind") == "range").with_columns(
         pl.col("name").fill_null(""),
         domain=pl.lit(None, pl.String),
@@ -167,21 +233,7 @@ def read_kineto(path: str | Path) -> Trace:
     )
     if nvtx.is_empty():
         not_captured["nvtx"] = "no user_annotation or cpu_op ranges in the trace"
-    return Trace(
-        path=str(path),
-        source_format="kineto-json",
-        schema_version=None if schema_version is None else str(schema_version),
-        product_version=None,
-        kernels=_select(kernels, model.KERNEL_SCHEMA),
-        memops=memops,
-        runtime=_select(runtime, model.RUNTIME_SCHEMA),
-        nvtx=_select(nvtx, model.NVTX_SCHEMA),
-        gpus=_gpus(pid, kernels, memops, props, not_captured),
-        memory_events=_memory(pid, memory, not_captured),
-        not_captured=not_captured,
-        warnings=warnings,
-        dropped=dropped,
-    )
+    return nvtx
 
 
 def _load(path: Path) -> Any:

@@ -184,24 +184,12 @@ def timeline_figure(
     so overlapping streams do not double-draw.
     """
     lo, hi, how = _iteration(trace, analysis, step)
-    w = Window(lo, hi)
-    kernels = w.select(classify(trace.kernels, rules or default_rules()))
-    k_parts = kernels.partition_by("pid", "device", as_dict=True)
-    m_parts = w.select(trace.memops).partition_by("pid", "device", as_dict=True)
     gpus = list(analysis.gpus.iter_rows(named=True))
     shown = gpus[:MAX_GPUS]
-    lanes = [
-        _lanes(
-            k_parts.get((g["pid"], g["device"]), kernels.clear()),
-            m_parts.get((g["pid"], g["device"]), trace.memops.clear()),
-        )
-        for g in shown
-    ]
+    lanes = _gpu_lanes(trace, shown, Window(lo, hi), rules)
     names = ["communication", "GEMM/attention", "other compute"]
     names += ["memcpy/memset"] if any(len(x["copies"]) for x in lanes) else []
     names += ["idle"]
-    comm = sum(x["comm"].length for x in lanes)
-    hidden = sum(x["hidden comm"].length for x in lanes)
     lane_h = 0.34 if len(shown) <= 2 else 0.24  # many GPUs: thinner lanes, still one page
     fig = _figure(WIDTH, 1.3 + len(shown) * (0.65 + lane_h * len(names)))
     axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
@@ -210,12 +198,43 @@ def timeline_figure(
     axes[-1].set_xlim(0, (hi - lo) / 1e6)
     start = "iteration" if how.startswith("iteration") else "interval"
     axes[-1].set_xlabel(f"time since the {start} started (ms)")
-    which = f"the first {MAX_GPUS} of {len(gpus)} GPUs" if len(gpus) > MAX_GPUS else "all GPUs"
-    fig.suptitle(
-        f"{Path(trace.path).name}: {how} ({_ms(hi - lo)})\n"
-        f"communication hidden under compute ({which}): {_hidden(hidden, comm)}",
-        fontsize=11,
+    fig.suptitle(_timeline_title(trace, how, hi - lo, len(gpus), lanes), fontsize=11)
+    _timeline_legend(fig, names)
+    return fig
+
+
+def _gpu_lanes(
+    trace: Trace, shown: list[dict], w: Window, rules: RuleSet | None
+) -> list[dict[str, IntervalSet]]:
+    """The lanes of each shown GPU inside ``w``; the window's kernels are classified once and
+    split per GPU, not classified again for every GPU."""
+    kernels = w.select(classify(trace.kernels, rules or default_rules()))
+    k_parts = kernels.partition_by("pid", "device", as_dict=True)
+    m_parts = w.select(trace.memops).partition_by("pid", "device", as_dict=True)
+    return [
+        _lanes(
+            k_parts.get((g["pid"], g["device"]), kernels.clear()),
+            m_parts.get((g["pid"], g["device"]), trace.memops.clear()),
+        )
+        for g in shown
+    ]
+
+
+def _timeline_title(
+    trace: Trace, how: str, span: int, n_gpus: int, lanes: list[dict[str, IntervalSet]]
+) -> str:
+    """The headline share over the drawn GPUs only, so the title agrees with the lanes below."""
+    comm = sum(x["comm"].length for x in lanes)
+    hidden = sum(x["hidden comm"].length for x in lanes)
+    which = f"the first {MAX_GPUS} of {n_gpus} GPUs" if n_gpus > MAX_GPUS else "all GPUs"
+    return (
+        f"{Path(trace.path).name}: {how} ({_ms(span)})\n"
+        f"communication hidden under compute ({which}): {_hidden(hidden, comm)}"
     )
+
+
+def _timeline_legend(fig: Figure, names: list[str]) -> None:
+    """One legend for all GPUs, listing only the lanes drawn (copies only when there were any)."""
     handles = [_patch(k, PART_HELP.get(k, k)) for k in ("exposed comm", "hidden comm")]
     handles += [_patch(k, k) for k in ("GEMM/attention", "other compute")]
     handles += [_patch("copies", "memcpy/memset")] if "memcpy/memset" in names else []
@@ -224,7 +243,6 @@ def timeline_figure(
     fig.legend(
         handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8.5, frameon=False
     )
-    return fig
 
 
 def _patch(color_key: str, label: str) -> Any:
@@ -315,36 +333,60 @@ def breakdown_figure(comparison: Comparison) -> Figure:
     ax = fig.add_subplot()
     longest = max(sum(parts[s.label].values()) for s in sides) / 1e6 or 1.0
     for y, side in enumerate(sides):
-        left = 0.0
-        for part in used:
-            width = parts[side.label][part] / 1e6
-            ax.barh(
-                y,
-                width,
-                left=left,
-                height=0.6,
-                color=COLORS[part],
-                edgecolor="white",
-                linewidth=0.8,
-            )
-            if width >= 0.07 * longest:
-                ax.text(
-                    left + width / 2,
-                    y,
-                    _ms(width * 1e6),
-                    ha="center",
-                    va="center",
-                    fontsize=9,
-                    color="black" if part == "idle" else "white",
-                )
-            left += width
-        ax.text(left + 0.01 * longest, y, f"span {_ms(left * 1e6)}", va="center", fontsize=9)
+        _stacked_bar(ax, y, parts[side.label], used, longest)
     ax.set_yticks(range(len(sides)), [_side_label(s) for s in sides], fontsize=9.5)
     ax.invert_yaxis()  # off on top, as in the tables
     ax.set_xlim(0, longest * 1.14)  # room for the span label
     ax.set_xlabel("GPU time in the analysed window (ms, summed over GPUs)")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
+    _grid(ax, "x")
+    _breakdown_legend(fig, parts, used, sides)
+    fig.suptitle(
+        "Where the GPU time went, overlap "
+        + " vs ".join(s.label for s in sides)
+        + "\n"
+        + _wrap_windows(sides),
+        fontsize=10.5,
+    )
+    return fig
+
+
+def _stacked_bar(ax: Axes, y: int, values: dict[str, int], used: list[str], longest: float) -> None:
+    """One side's bar, parts left to right, then its span to the right of it.
+
+    A part is labelled inside only when at least 7 % of the longest bar, so labels never spill
+    over their segment; the legend carries every value anyway.
+    """
+    left = 0.0
+    for part in used:
+        width = values[part] / 1e6
+        ax.barh(
+            y,
+            width,
+            left=left,
+            height=0.6,
+            color=COLORS[part],
+            edgecolor="white",
+            linewidth=0.8,
+        )
+        if width >= 0.07 * longest:
+            ax.text(
+                left + width / 2,
+                y,
+                _ms(width * 1e6),
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="black" if part == "idle" else "white",
+            )
+        left += width
+    ax.text(left + 0.01 * longest, y, f"span {_ms(left * 1e6)}", va="center", fontsize=9)
+
+
+def _breakdown_legend(
+    fig: Figure, parts: dict[str, dict[str, int]], used: list[str], sides: Sequence[Side]
+) -> None:
+    """Every used part with its value per side (off → on), so parts too thin to label in the
+    bars are still readable."""
     handles = [
         _patch(p, f"{PART_HELP[p]}: " + " → ".join(_ms(parts[s.label][p]) for s in sides))
         for p in used
@@ -358,14 +400,6 @@ def breakdown_figure(comparison: Comparison) -> Figure:
         title=f"values: {' → '.join(s.label for s in sides)}",
         title_fontsize=8.5,
     )
-    fig.suptitle(
-        "Where the GPU time went, overlap "
-        + " vs ".join(s.label for s in sides)
-        + "\n"
-        + _wrap_windows(sides),
-        fontsize=10.5,
-    )
-    return fig
 
 
 def _side_label(side: Side) -> str:
@@ -410,16 +444,9 @@ def ranks_figure(run: RunAnalysis) -> Figure:
         raise NsysmoeError("no rank was analysed (every file failed); nothing to plot")
     n, ranks = len(r), r["rank"].to_list()
     x = np.arange(n)
-    exposed, hidden = r["exposed_ns"].to_numpy() / 1e6, r["hidden_ns"].to_numpy() / 1e6
-    step = (
-        np.asarray(r["step_ns"].to_numpy() if "step_ns" in r.columns else [np.nan] * n, dtype=float)
-        / 1e6
-    )
+    exposed, hidden, step = _per_rank_ms(r)
     has_steps, named = bool(np.isfinite(step).any()), n <= MAX_NAMED_RANKS
-    key_rows = 0 if named else -(-n // 4)
-    heights = [1.6] * has_steps + [4.0] + [0.13 * key_rows + 0.3] * (not named)
-    fig = _figure(WIDTH, sum(heights) + (1.8 if named else 1.2))
-    grid = fig.add_gridspec(len(heights), 1, height_ratios=heights)
+    fig, grid = _ranks_layout(n, has_steps, named)
     ax = fig.add_subplot(grid[int(has_steps)])
     width = 0.8 if n <= 32 else 0.9
     ax.bar(x, exposed, width, color=COLORS["exposed comm"], label=PART_HELP["exposed comm"])
@@ -431,6 +458,51 @@ def ranks_figure(run: RunAnalysis) -> Figure:
         color=COLORS["hidden comm"],
         label=PART_HELP["hidden comm"],
     )
+    colored = _mark_stragglers(ax, run, ranks, exposed + hidden, width)
+    ax.set_ylim(0, (float(np.max(exposed + hidden)) or 1.0) * 1.3)  # headroom for the legend
+    ax.set_ylabel("communication in the window (ms)")
+    ax.set_xlim(-0.7, n - 0.3)
+    _rank_ticks(ax, x, ranks, colored, key=None if named else (fig, grid))
+    _grid(ax, "y")
+    ax.legend(loc="upper left", fontsize=8, ncols=2, framealpha=0.9)
+    if has_steps:
+        _step_panel(fig.add_subplot(grid[0], sharex=ax), x, step, colored)
+    fig.suptitle(_ranks_title(run, n, has_steps), fontsize=10.5)
+    return fig
+
+
+def _per_rank_ms(r: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exposed, hidden and median step time per rank in ms; steps are NaN where a run found no
+    iterations (the column may be missing), so the caller can tell "no steps" from "0 ms"."""
+    n = len(r)
+    exposed, hidden = r["exposed_ns"].to_numpy() / 1e6, r["hidden_ns"].to_numpy() / 1e6
+    step = (
+        np.asarray(r["step_ns"].to_numpy() if "step_ns" in r.columns else [np.nan] * n, dtype=float)
+        / 1e6
+    )
+    return exposed, hidden, step
+
+
+def _ranks_layout(n: int, has_steps: bool, named: bool) -> tuple[Figure, Any]:
+    """The figure and its row grid: step panel (if any), bars, index key (if not named).
+
+    The key grows with its rows and the bars keep a fixed height, so 64 ranks stay as legible
+    as 6.
+    """
+    key_rows = 0 if named else -(-n // 4)
+    heights = [1.6] * has_steps + [4.0] + [0.13 * key_rows + 0.3] * (not named)
+    fig = _figure(WIDTH, sum(heights) + (1.8 if named else 1.2))
+    return fig, fig.add_gridspec(len(heights), 1, height_ratios=heights)
+
+
+def _mark_stragglers(
+    ax: Axes, run: RunAnalysis, ranks: list[str], total: np.ndarray, width: float
+) -> dict[int, str]:
+    """Outline each straggler's bar and return index → colour, for ticks, key and markers.
+
+    A rank that is the straggler both ways gets both outlines but keeps the first colour for
+    its tick, key entry and step marker.
+    """
     marks = {
         "by_step_time": ("longest step", "#e6550d", "-"),
         "by_comm_wait": ("least comm: the others wait for it", "#6a3d9a", "--"),
@@ -444,7 +516,7 @@ def ranks_figure(run: RunAnalysis) -> Figure:
             label = f"straggler ({what}): #{i} {_short(str(info['rank']), 60)}"
             ax.bar(
                 i,
-                exposed[i] + hidden[i],
+                total[i],
                 width,
                 fill=False,
                 edgecolor=color,
@@ -452,10 +524,20 @@ def ranks_figure(run: RunAnalysis) -> Figure:
                 linestyle=style,
                 label=label,
             )
-    ax.set_ylim(0, (float(np.max(exposed + hidden)) or 1.0) * 1.3)  # headroom for the legend
-    ax.set_ylabel("communication in the window (ms)")
-    ax.set_xlim(-0.7, n - 0.3)
-    if named:
+    return colored
+
+
+def _rank_ticks(
+    ax: Axes,
+    x: np.ndarray,
+    ranks: list[str],
+    colored: dict[int, str],
+    key: tuple[Figure, Any] | None,
+) -> None:
+    """Rank names under the bars, or (``key`` given) indices and a key panel naming them;
+    stragglers' labels in their colour either way."""
+    n = len(ranks)
+    if key is None:
         ax.set_xticks(
             x,
             [f"#{i} {_short(s)}" for i, s in enumerate(ranks)],
@@ -470,36 +552,41 @@ def ranks_figure(run: RunAnalysis) -> Figure:
         ticks = sorted(set(x[:: max(1, -(-n // 64))].tolist()) | set(colored))
         ax.set_xticks(ticks, [str(i) for i in ticks], fontsize=7, rotation=90)
         ax.set_xlabel("rank index (names in the key below)")
+        fig, grid = key
         _rank_key(fig.add_subplot(grid[-1]), ranks, colored)
     for tick, text in zip(ax.get_xticks(), ax.get_xticklabels(), strict=True):
         if round(tick) in colored:
             text.set_color(colored[round(tick)])
             text.set_fontweight("bold")
-    _grid(ax, "y")
-    ax.legend(loc="upper left", fontsize=8, ncols=2, framealpha=0.9)
-    if has_steps:
-        top = fig.add_subplot(grid[0], sharex=ax)
-        top.plot(x, step, "D", color="black", markersize=3.5 if n > 32 else 5)
-        for i, color in colored.items():  # the stragglers' markers in their colour
-            top.plot([i], step[i : i + 1], "D", color=color, markersize=6 if n > 32 else 8)
-        top.axhline(
-            float(np.nanmedian(step)),
-            color="grey",
-            linewidth=0.8,
-            linestyle=":",
-            label="median over ranks",
-        )
-        top.set_ylabel("median step\ntime (ms)")
-        top.set_ylim(0, np.nanmax(step) * 1.15)
-        top.tick_params(labelbottom=False)
-        top.legend(loc="lower right", fontsize=8)
-        _grid(top, "y")
+
+
+def _step_panel(top: Axes, x: np.ndarray, step: np.ndarray, colored: dict[int, str]) -> None:
+    """Median step time per rank against the median over ranks; stragglers in their colour."""
+    n = len(x)
+    top.plot(x, step, "D", color="black", markersize=3.5 if n > 32 else 5)
+    for i, color in colored.items():  # the stragglers' markers in their colour
+        top.plot([i], step[i : i + 1], "D", color=color, markersize=6 if n > 32 else 8)
+    top.axhline(
+        float(np.nanmedian(step)),
+        color="grey",
+        linewidth=0.8,
+        linestyle=":",
+        label="median over ranks",
+    )
+    top.set_ylabel("median step\ntime (ms)")
+    top.set_ylim(0, np.nanmax(step) * 1.15)
+    top.tick_params(labelbottom=False)
+    top.legend(loc="lower right", fontsize=8)
+    _grid(top, "y")
+
+
+def _ranks_title(run: RunAnalysis, n: int, has_steps: bool) -> str:
+    """Title with the window; one text when all files agree, so 64 ranks do not repeat it."""
     texts = {a.window_text for a in run.analyses}
     window = texts.pop() if len(texts) == 1 else "windows differ per file"
     note = "" if has_steps else " (no iterations found, so no step times)"
     title = f"Communication per rank ({n} ranks), exposed vs hidden under compute{note}; window: "
-    fig.suptitle("\n".join(textwrap.wrap(title + window, 130)), fontsize=10.5)
-    return fig
+    return "\n".join(textwrap.wrap(title + window, 130))
 
 
 def _grid(ax: Axes, axis: str) -> None:
@@ -554,6 +641,30 @@ def write_plots(
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    todo = _figure_makers(analyses, comparison, run, traces, rules)
+    written, used = [], set()
+    for stem, make in todo:
+        name, k = stem, 1
+        while name in used:
+            k += 1
+            name = f"{stem}-{k}"
+        used.add(name)
+        written += _save(make(), outdir, name, formats)
+    return written
+
+
+def _figure_makers(
+    analyses: Sequence[TraceAnalysis],
+    comparison: Comparison | None,
+    run: RunAnalysis | None,
+    traces: Sequence[Trace],
+    rules: RuleSet | None,
+) -> list[tuple[str, Callable[[], Figure]]]:
+    """(file stem, figure maker) for every figure that applies, one timeline per trace path.
+
+    Makers, not figures: each figure is drawn only when its turn comes and dropped after it is
+    saved, so a 64-rank run never holds 64 timelines in memory.
+    """
     by_path = {t.path: t for t in traces}
     todo: list[tuple[str, Callable[[], Figure]]] = []
     every = list(analyses)
@@ -569,18 +680,16 @@ def write_plots(
         todo.append(("breakdown", partial(breakdown_figure, comparison)))
     if run is not None and len(run.ranks) > 1:
         todo.append(("ranks", partial(ranks_figure, run)))
-    written, used = [], set()
-    for stem, make in todo:
-        name, k = stem, 1
-        while name in used:
-            k += 1
-            name = f"{stem}-{k}"
-        used.add(name)
-        fig = make()
-        for fmt in formats:
-            path = outdir / f"{name}.{fmt}"
-            # no creation date in the SVG, so regenerated plots diff only where they changed
-            meta = {"Date": None} if fmt == "svg" else None
-            fig.savefig(path, format=fmt, dpi=110, metadata=meta)
-            written.append(path)
+    return todo
+
+
+def _save(fig: Figure, outdir: Path, name: str, formats: Sequence[str]) -> list[Path]:
+    """``fig`` as ``outdir/name.<fmt>`` per format, the SVG without its creation date."""
+    written = []
+    for fmt in formats:
+        path = outdir / f"{name}.{fmt}"
+        # no creation date in the SVG, so regenerated plots diff only where they changed
+        meta = {"Date": None} if fmt == "svg" else None
+        fig.savefig(path, format=fmt, dpi=110, metadata=meta)
+        written.append(path)
     return written
