@@ -245,7 +245,8 @@ def _ab(req: Request, off_path: str, on_path: str) -> None:
     comparison = api.compare(off, on, rules=req.rules, scope=req.scope)
     verdict = FailIf(req.fail_if, comparison.values())
     sides = [comparison.off.analysis, comparison.on.analysis]
-    figures = _plots(req, comparison=comparison, analyses=sides, traces=[off, on])
+    figures = _plots(req, comparison=comparison, analyses=sides, traces=[off, on],
+                     run=_side_by_side(sides)) if req.plot_dir else []  # fmt: skip
     _emit(COMPARISON_RENDERERS[req.fmt](comparison) + _figure_links(req, figures), req.output)
     if req.strict and not comparison.contract.matched:
         raise NsysmoeError(f"--strict: measurement contract {comparison.contract.summary()}")
@@ -308,6 +309,14 @@ def _compat(req: Request, tool: str, paths: list[str]) -> None:
 
     results = api.compat_many(paths, tool=tool, rules=req.rules)
     _emit(render_compat(req.fmt, paths, results), req.output)
+
+
+def _side_by_side(sides: list) -> object:  # noqa: ANN001
+    """Both sides' GPUs as one per-rank chart (off and on next to each other); no straggler
+    is named, as off and on are different runs, not peers."""
+    from nsysmoe.multirank import run_analysis
+
+    return replace(run_analysis(sides), stragglers={})
 
 
 def _plots(req: Request, **what: object) -> list[Path]:
