@@ -63,8 +63,8 @@ def cases() -> dict[str, list[str]]:
         c[f"compat-nersc-{f}"] = ["analyze", str(T / "nsys/nersc-ddp-4gpu-baseline.sqlite"),
                                   "--compat", "hta", "--format", f]  # fmt: skip
     for f in ("terminal", "markdown", "json", "csv"):
-        c[f"kernels-deepseek-{f}"] = ["kernels", str(T / "kineto/deepseek-v3-ep64-train/rank0.json.gz"),
-                                      "--format", f]  # fmt: skip
+        deepseek = str(T / "kineto/deepseek-v3-ep64-train/rank0.json.gz")
+        c[f"kernels-deepseek-{f}"] = ["kernels", deepseek, "--format", f]
     c["kernels-examples-comm"] = ["kernels", ex[1], "--class", "comm", "--top", "0"]
     for name, args in (("ab", ex), ("many", [str(T / "nsys/nccl-allreduce-6ranks"), "--jobs", "1"]),
                        ("one", [str(T / "nsys/nersc-ddp-4gpu-baseline.sqlite")])):
@@ -77,16 +77,16 @@ def cases() -> dict[str, list[str]]:
 
 
 PLOTS = "/tmp/nsysmoe-golden-plots/"  # fixed, so the reports' figure links are the same
-#: the Python API's renderings (HTML may change: it is built from the document model)
+#: the Python API's renderings (recorded before the refactor with result.to_markdown()/to_json(),
+#: which are nsysmoe.render(result, fmt) since; HTML is built from the document model)
 API = """
-import nsysmoe.api as api
-from nsysmoe.analyze import Scope
-off, on = api.example_paths()
-r = api.analyze(api.load(off), scope=Scope(steady=True, skip=1))
-print(r.to_markdown()); print(r.to_json()); print(r.to_polars())
-c = api.compare(off, on)
-print(c.to_markdown()); print(c.to_json()); print(c.to_polars())
-print(api.kernel_summary(on))
+import nsysmoe
+off, on = nsysmoe.example_paths()
+r = nsysmoe.analyze(nsysmoe.load(off), scope=nsysmoe.Scope(steady=True, skip=1))
+print(nsysmoe.render(r, "markdown")); print(nsysmoe.render(r, "json")); print(r.to_polars())
+c = nsysmoe.compare(off, on)
+print(nsysmoe.render(c, "markdown")); print(nsysmoe.render(c, "json")); print(c.to_polars())
+print(nsysmoe.kernel_summary(on))
 """
 
 

@@ -1,28 +1,53 @@
-"""The Python API; the CLI is a thin layer over these functions."""
+"""The Python API (also ``import nsysmoe; nsysmoe.load(...)``); the CLI is wiring over it.
+
+Each function runs the one-way flow for one kind of input: read (``load``), classify once
+(:func:`nsysmoe.pipeline.prepare`), measure (:func:`nsysmoe.pipeline.analyze_trace`), compare
+(:mod:`nsysmoe.ab`, :mod:`nsysmoe.ranks`), and hands back a result from :mod:`nsysmoe.results`
+that :func:`render` and :func:`plot` turn into text and figures.
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from nsysmoe import cache
-from nsysmoe.analyze import WHOLE, Scope, analyze_trace
-from nsysmoe.classify import CLASSES, RuleSet, classify, default_rules
-from nsysmoe.compare import Comparison
-from nsysmoe.compare import compare as run_compare
-from nsysmoe.compare.multi import RunComparison, compare_runs
-from nsysmoe.compare.side import STEADY
-from nsysmoe.compat import CompatResult, compat_analysis, profiler_step_names
+from nsysmoe import ab, pipeline
+from nsysmoe.ab.ranks import compare_runs
+from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io import load_trace
-from nsysmoe.measure.overlap import Window
-from nsysmoe.model import Trace
-from nsysmoe.multirank import RunAnalysis, run_analysis
-from nsysmoe.result import TraceAnalysis
-from nsysmoe.runs import Executor, map_files
+from nsysmoe.io import cache, load_trace
+from nsysmoe.measure import lanes
+from nsysmoe.measure.kernels import kernel_table
+from nsysmoe.measure.steps import detect_steps
+from nsysmoe.model import STEADY, WHOLE, Scope, Trace, Window
+from nsysmoe.parallel import Executor, map_files
+from nsysmoe.peers import compat_analysis, profiler_step_names
+from nsysmoe.ranks import run_analysis, side_by_side
+from nsysmoe.renderers import render
+from nsysmoe.renderers.plot import (
+    FigureJob,
+    breakdown_figure,
+    ranks_figure,
+    slug,
+    timeline_figure,
+    write_figures,
+)
+from nsysmoe.results import (
+    Comparison,
+    CompatRun,
+    RanksAnalysis,
+    RanksComparison,
+    TraceAnalysis,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 EXAMPLES = {
     "nsys": ("moe-hybridep-overlap-off.sqlite", "moe-hybridep-overlap-on.sqlite"),
@@ -31,11 +56,12 @@ EXAMPLES = {
         "moe-hybridep-overlap-on.pt.trace.json.gz",
     ),
 }
+TraceLike = str | Path | Trace
 
 
 def load(path: str | Path, *, cache_dir: str | Path | None = None) -> Trace:
     """Read a trace into canonical polars tables (see :mod:`nsysmoe.model`); with ``cache_dir``
-    reuse (and fill) the cache of :mod:`nsysmoe.cache`."""
+    reuse (and fill) the cache of :mod:`nsysmoe.io.cache`."""
     path = Path(path)
     if cache_dir is None or not path.is_file():
         return load_trace(path)
@@ -47,8 +73,12 @@ def load(path: str | Path, *, cache_dir: str | Path | None = None) -> Trace:
     return trace
 
 
+def _trace(trace: TraceLike, cache_dir: str | Path | None) -> Trace:
+    return trace if isinstance(trace, Trace) else load(trace, cache_dir=cache_dir)
+
+
 def analyze(
-    trace: str | Path | Trace,
+    trace: TraceLike,
     *,
     rules: RuleSet | None = None,
     window: Window | None = None,
@@ -56,43 +86,27 @@ def analyze(
     cache_dir: str | Path | None = None,
 ) -> TraceAnalysis:
     """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``)."""
-    if not isinstance(trace, Trace):
-        trace = load(trace, cache_dir=cache_dir)
-    if window is not None:
-        scope = Scope(window=window)
-    return analyze_trace(trace, rules=rules, scope=scope)
-
-
-def analysis_values(result: TraceAnalysis) -> dict[str, float | None]:
-    """Flat values of one analysis for ``--fail-if`` (all GPUs together)."""
-    return _gpu_values(result.gpus)
-
-
-def _gpu_values(g: pl.DataFrame) -> dict[str, float | None]:
-    comm, span = int(g["comm_ns"].sum()), int(g["span_ns"].sum())
-    return {
-        "hidden_pct": 100.0 * int(g["hidden_ns"].sum()) / comm if comm else None,
-        "min_gpu_hidden_pct": g["hidden_pct"].min(),
-        "exposed_ns": float(g["exposed_ns"].sum()),
-        "exposed_pct_of_span": 100.0 * int(g["exposed_ns"].sum()) / span if span else None,
-        "idle_pct_of_span": 100.0 * int(g["idle_ns"].sum()) / span if span else None,
-        "comm_gemm_attn_ns": float(g["comm_gemm_attn_ns"].sum()),
-        "kernels": float(g["kernels"].sum()),
-    }
+    source = pipeline.prepare(_trace(trace, cache_dir), rules)
+    return pipeline.analyze_trace(source, scope=Scope(window=window) if window else scope)
 
 
 def compare(
-    off: str | Path | Trace,
-    on: str | Path | Trace,
+    off: TraceLike,
+    on: TraceLike,
     *,
     rules: RuleSet | None = None,
     scope: Scope = STEADY,
     cache_dir: str | Path | None = None,
 ) -> Comparison:
-    """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.compare`)."""
-    off = off if isinstance(off, Trace) else load(off, cache_dir=cache_dir)
-    on = on if isinstance(on, Trace) else load(on, cache_dir=cache_dir)
-    return run_compare(off, on, rules=rules, scope=scope)
+    """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # readers and polars release the GIL
+        traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
+        sources = list(pool.map(partial(pipeline.prepare, rules=rules), traces))
+        steps = list(pool.map(partial(detect_steps, pattern=scope.step_pattern), traces))
+        common = ab.common_scope(*steps, scope)
+        a, b = pool.map(lambda src, st: pipeline.analyze_trace(src, scope=common, steps=st),
+                        sources, steps)  # fmt: skip
+    return ab.compare(a, b)
 
 
 def analyze_many(
@@ -102,18 +116,11 @@ def analyze_many(
     scope: Scope = WHOLE,
     executor: Executor | None = None,
     cache_dir: str | Path | None = None,
-) -> RunAnalysis:
+) -> RanksAnalysis:
     """Analyse per-rank files in parallel (processes or Dask); bad files are reported, not
     fatal."""
     fn = partial(_analyze_path, rules=rules or default_rules(), scope=scope, cache_dir=cache_dir)
-    results = map_files(fn, paths, executor or Executor(), "reading traces")
-    return run_analysis(results)
-
-
-def analysis_values_many(run: RunAnalysis) -> dict[str, float | None]:
-    """``--fail-if`` values of a run: every rank's GPUs taken together (sums and the worst GPU's
-    hidden %), as :func:`analysis_values` does for one trace's GPUs."""
-    return _gpu_values(run.ranks)
+    return run_analysis(map_files(fn, paths, executor or Executor(), "reading traces"))
 
 
 def compare_many(
@@ -124,7 +131,7 @@ def compare_many(
     scope: Scope = STEADY,
     executor: Executor | None = None,
     cache_dir: str | Path | None = None,
-) -> RunComparison:
+) -> RanksComparison:
     """A/B of two runs, rank files paired by sorted order, pairs compared in parallel."""
     fn = partial(_compare_paths, rules=rules or default_rules(), scope=scope, cache_dir=cache_dir)
     pairs = list(zip(sorted(off), sorted(on), strict=False))
@@ -135,52 +142,36 @@ def compare_many(
 def _analyze_path(
     path: str, *, rules: RuleSet, scope: Scope, cache_dir: str | Path | None
 ) -> TraceAnalysis:
-    return analyze_trace(load(path, cache_dir=cache_dir), rules=rules, scope=scope)
+    """One rank in a worker, detached from its trace so only the figures travel back."""
+    return replace(analyze(path, rules=rules, scope=scope, cache_dir=cache_dir), source=None)
 
 
 def _compare_paths(
     off: str, on: str, *, rules: RuleSet, scope: Scope, cache_dir: str | Path | None
 ) -> Comparison:
-    a, b = load(off, cache_dir=cache_dir), load(on, cache_dir=cache_dir)
-    return run_compare(a, b, rules=rules, scope=scope)
+    c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir)
+    sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None))
+             for s in ("off", "on")}  # fmt: skip
+    return replace(c, **sides)
 
 
-def compat_many(
-    paths: list[str], *, tool: str = "hta", rules: RuleSet | None = None
-) -> list[CompatResult]:
+def compat(paths: list[str], *, tool: str = "hta", rules: RuleSet | None = None) -> CompatRun:
     """Another tool's conventions per trace (``"hta"``: HolisticTraceAnalysis 0.5.0), the
     traces taken together as one job's ranks (HTA counts ProfilerStep names across them)."""
     if tool != "hta":
         raise NsysmoeError(f"--compat {tool!r}: unknown tool; known: hta")
     traces = [load(p) for p in paths]
     steps = frozenset().union(*(profiler_step_names(t) for t in traces))
-    return [compat_analysis(t, rules=rules, step_names=steps) for t in traces]
+    return CompatRun(tuple(compat_analysis(pipeline.prepare(t, rules), step_names=steps)
+                           for t in traces))  # fmt: skip
 
 
 def kernel_summary(
-    trace: str | Path | Trace, *, rules: RuleSet | None = None, klass: str | None = None
+    trace: TraceLike, *, rules: RuleSet | None = None, klass: str | None = None
 ) -> pl.DataFrame:
     """Kernel names by total time with class and sub-class (name, class, subclass, count,
     sum_ns, mean_ns, pct_of_kernel_time)."""
-    if not isinstance(trace, Trace):
-        trace = load(trace)
-    k = classify(trace.kernels, rules or default_rules())
-    total = int((k["end"] - k["start"]).sum()) or 1
-    table = (
-        k.group_by("name", "class", "subclass")
-        .agg(
-            pl.len().cast(pl.Int64).alias("count"),
-            (pl.col("end") - pl.col("start")).sum().alias("sum_ns"),
-        )
-        .with_columns(
-            (pl.col("sum_ns") // pl.col("count")).alias("mean_ns"),
-            (100.0 * pl.col("sum_ns") / total).alias("pct_of_kernel_time"),
-        )
-        .sort(["sum_ns", "name"], descending=[True, False])
-    )
-    if klass and klass not in CLASSES:
-        raise NsysmoeError(f"--class {klass!r}: unknown class; one of {', '.join(CLASSES)}")
-    return table.filter(pl.col("class") == klass) if klass else table
+    return kernel_table(pipeline.prepare(_trace(trace, None), rules).kernels, klass)
 
 
 def example_paths(kind: str = "nsys") -> list[Path]:
@@ -188,3 +179,62 @@ def example_paths(kind: str = "nsys") -> list[Path]:
     SQLite exports (``kind="nsys"``) or the same run as PyTorch profiler JSON (``"kineto"``)."""
     base = resources.files("nsysmoe") / "examples"
     return [Path(str(base / name)) for name in EXAMPLES[kind]]
+
+
+def figure_jobs(result: object) -> list[FigureJob]:
+    """The figures that apply to ``result``: a timeline per trace (measured when drawn), the
+    breakdown of an A/B, the per-rank chart of more than one rank."""
+    analyses: list[TraceAnalysis] = []
+    jobs: list[FigureJob] = []
+    if isinstance(result, TraceAnalysis):
+        analyses = [result]
+    elif isinstance(result, Comparison):
+        analyses = [result.off.analysis, result.on.analysis]
+    seen: set[str] = set()
+    for a in analyses:
+        if a.source is not None and a.path not in seen:
+            seen.add(a.path)
+            jobs.append((f"timeline-{slug(a.path)}",
+                         partial(lambda a: timeline_figure(lanes.timeline(a)), a)))  # fmt: skip
+    run = result if isinstance(result, RanksAnalysis) else None
+    if isinstance(result, Comparison):
+        parts = {s.label: lanes.breakdown(s.analysis.totals) for s in (result.off, result.on)}
+        jobs.append(("breakdown", partial(breakdown_figure, result, parts)))
+        run = side_by_side([result.off.analysis, result.on.analysis])
+    if run is not None and len(run.ranks) > 1:
+        jobs.append(("ranks", partial(ranks_figure, run)))
+    return jobs
+
+
+def plot(result: object, outdir: str | Path) -> list[Path]:
+    """Write every figure that applies to ``result`` into ``outdir`` as PNG and SVG."""
+    return write_figures(Path(outdir), figure_jobs(result))
+
+
+def figures(result: object) -> dict[str, Figure]:
+    """Every figure that applies to ``result``, drawn, by name (``breakdown``, ``ranks``,
+    ``timeline-<trace>``): matplotlib figures to show in Jupyter or save yourself."""
+    return {stem: make() for stem, make in figure_jobs(result)}
+
+
+def _show_in_jupyter() -> None:
+    """Results display as HTML in Jupyter (IPython's formatter, so results stay plain data)."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    shell = sys.modules["IPython"].get_ipython()
+    if shell is None:
+        return
+    html = shell.display_formatter.formatters["text/html"]
+    for kind in (TraceAnalysis, Comparison, RanksAnalysis, RanksComparison, CompatRun):
+        html.for_type(kind, lambda result: render(result, "html"))
+
+
+_show_in_jupyter()
+
+
+__all__ = [
+    "Executor", "analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
+    "figure_jobs", "figures", "kernel_summary", "load", "plot", "render",
+]  # fmt: skip

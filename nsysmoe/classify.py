@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.model import ClassifiedTrace, Trace
 
 CLASSES: tuple[str, ...] = ("comm", "gemm", "attention", "moe_glue", "elementwise", "other")
 """The fixed class vocabulary; ``comm`` is what overlap analyses intersect with compute."""
@@ -189,3 +190,8 @@ def classify(df: pl.DataFrame, rules: RuleSet, name_col: str = "name") -> pl.Dat
         .alias(col)
         for col, fallback in (("class", UNCLASSIFIED[0]), ("subclass", UNCLASSIFIED[1]))
     )
+
+
+def classify_trace(trace: Trace, rules: RuleSet) -> ClassifiedTrace:
+    """The trace with its kernels classified by ``rules`` (the one classification of a trace)."""
+    return ClassifiedTrace(trace, classify(trace.kernels, rules), rules.source)

@@ -3,3 +3,7 @@
 
 class NsysmoeError(Exception):
     """A problem with the user's input that they can act on (message says what and what to do)."""
+
+
+class UsageError(NsysmoeError):
+    """Options that contradict each other; the CLI shows it with its usage line."""

@@ -1,4 +1,6 @@
-"""The canonical tables every reader produces; analyses never see a source format's table names.
+"""The data model every stage shares: the canonical input tables (what every reader produces, so
+analyses never see a source format's table names), the window and scope that select part of a
+trace, and a trace with its kernels classified.
 
 All times are integer nanoseconds on the trace's own timeline. A GPU is ``(pid, device)``: several
 processes in one export are several ranks, even when each calls its GPU device 0.
@@ -7,6 +9,7 @@ processes in one export are several ranks, even when each calls its GPU device 0
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import polars as pl
 
@@ -53,7 +56,7 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
     "device": pl.Int64,
     "gpu_name": pl.String,
-    "total_memory": pl.Int64,
+    "total_memory_bytes": pl.Int64,
 }
 MEMORY_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
@@ -61,6 +64,9 @@ MEMORY_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "start": pl.Int64,
     "bytes": pl.Int64,  # positive for allocation, negative for deallocation
 }
+
+
+SourceFormat = Literal["nsys-sqlite", "kineto-json"]
 
 
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -72,7 +78,7 @@ class Trace:
     """One input trace, read into canonical polars tables plus what the file did not capture."""
 
     path: str
-    source_format: str  # e.g. "nsys-sqlite"
+    source_format: SourceFormat
     schema_version: str | None
     product_version: str | None
     kernels: pl.DataFrame
@@ -95,3 +101,88 @@ class Trace:
             [self.kernels.select("pid", "device"), self.memops.select("pid", "device")]
         ).unique()
         return sorted(keys.iter_rows())
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Window:
+    """Half-open analysis window [start_ns, end_ns) on the trace timeline; None = unbounded."""
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    #: the bounds count from the trace's first GPU activity (``--window +2s:+5s``), so one
+    #: window means the same on traces with different time origins (epoch-stamped, Kineto)
+    relative: bool = False
+
+    def anchored(self, origin: int) -> Window:
+        """The absolute window, for a trace whose first GPU activity starts at ``origin``."""
+        if not self.relative:
+            return self
+        lo, hi = self.start_ns, self.end_ns
+        return Window(None if lo is None else lo + origin, None if hi is None else hi + origin)
+
+    @property
+    def bounded(self) -> bool:
+        return self.start_ns is not None or self.end_ns is not None
+
+    def bounds(self) -> tuple[int, int]:
+        lo = self.start_ns if self.start_ns is not None else INT64_MIN
+        hi = self.end_ns if self.end_ns is not None else INT64_MAX
+        return int(lo), int(hi)
+
+    def select(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Rows whose interval meets the window, clipped to it (zero-length rows: start inside)."""
+        if not self.bounded:
+            return df
+        lo, hi = self.bounds()
+        inside = ((pl.col("end") > lo) | (pl.col("start") >= lo)) & (pl.col("start") < hi)
+        return df.filter(inside).with_columns(
+            pl.col("start").clip(lo, hi), pl.col("end").clip(lo, hi)
+        )
+
+
+WHOLE_TRACE = Window()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What part of the trace to measure.
+
+    A time ``window`` wins; else with ``steady`` the iterations found by ``step_pattern`` minus
+    ``skip`` warm-up steps, limited to [first, last] and to ``numbers`` when given; else the
+    whole trace. Iterations are detected in every case, for the per-iteration table.
+    """
+
+    window: Window = WHOLE_TRACE
+    steady: bool = False
+    require_steps: bool = False  # asked for explicitly: no iterations is an error, not a fallback
+    step_pattern: str | None = None
+    skip: int | None = 0  # None: 1 warm-up iteration when there are 3 or more, else none
+    first: int | None = None
+    last: int | None = None
+    numbers: tuple[int, ...] | None = None
+    raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
+
+
+WHOLE = Scope()
+STEADY = Scope(steady=True, skip=None)  # the A/B default: 1 warm-up iteration skipped
+
+
+@dataclass(frozen=True)
+class ClassifiedTrace:
+    """A trace with every kernel classified once (``kernels`` = ``trace.kernels`` plus ``class``
+    and ``subclass``); it travels with the analysis, so no later stage classifies again."""
+
+    trace: Trace
+    kernels: pl.DataFrame
+    rules_source: str
+
+
+@dataclass(frozen=True)
+class IterationRange:
+    """Iterations ``first``–``last`` (inclusive), as ``--window 5-20`` asks."""
+
+    first: int
+    last: int

@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nsysmoe.intervals import IntervalSet, grouped_union_length, union_length
+from tests.fixtures.sets import covered, runs
 
 Pairs = list[tuple[int, int]]
 
@@ -43,22 +44,6 @@ def messy_pairs(draw: st.DrawFn) -> Pairs:
 
 def build(pairs: Pairs) -> IntervalSet:
     return IntervalSet.from_arrays([s for s, _ in pairs], [e for _, e in pairs])
-
-
-def covered(pairs: Pairs) -> set[int]:
-    """Brute force: every nanosecond in some [s, e); range() is empty when e <= s."""
-    return {t for s, e in pairs for t in range(s, e)}
-
-
-def runs(points: set[int]) -> Pairs:
-    """The unique normal form of a set of nanoseconds: maximal runs of consecutive ones."""
-    out: Pairs = []
-    for t in sorted(points):
-        if out and out[-1][1] == t:
-            out[-1] = (out[-1][0], t + 1)
-        else:
-            out.append((t, t + 1))
-    return out
 
 
 def check(result: IntervalSet, expected: set[int]) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nsysmoe.analyze import Scope
 from nsysmoe.api import analyze, kernel_summary
+from nsysmoe.model import Scope
 
 NSYS_STATS = Path(__file__).parent / "data" / "nsys_stats"
 EXPORTS = [

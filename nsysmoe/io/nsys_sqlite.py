@@ -353,14 +353,16 @@ def _read_gpus(
     if not db.has("TARGET_INFO_GPU"):
         not_captured["gpu_info"] = "not captured (no TARGET_INFO_GPU table): GPU model unknown"
         return (
-            keys.with_columns(gpu_name=pl.lit(None, pl.String), total_memory=pl.lit(None, pl.Int64))
+            keys.with_columns(
+                gpu_name=pl.lit(None, pl.String), total_memory_bytes=pl.lit(None, pl.Int64)
+            )
             .select(list(model.GPU_SCHEMA))
             .sort("pid", "device")
         )
     t = "TARGET_INFO_GPU"
     info = db.small(
         f"SELECT id, {db.col(t, 'name')}, {db.col(t, 'totalMemory')} FROM {t}",
-        {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory": pl.Int64},
+        {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory_bytes": pl.Int64},
     ).unique("gpu_id")
     if db.has("TARGET_INFO_CUDA_DEVICE"):
         mapping = db.small(

@@ -5,9 +5,9 @@ iteration (505 iterations × 1M kernels); instead every kernel and copy is assig
 iteration windows it overlaps (searchsorted; the rare kernel that crosses a boundary is split),
 clipped to them, and all unions are taken per (iteration, GPU) group in one sort
 (:func:`nsysmoe.intervals.grouped_union_length`). Same definitions as
-:mod:`nsysmoe.measure.overlap` (hidden = |C| + |K| − |C ∪ K|), except that an iteration's idle
-time is its window's length minus the GPU's active time: the gap before the next iteration's
-first kernel is idle time of this iteration (host overhead), not lost.
+:mod:`nsysmoe.measure.overlap` (its :func:`~nsysmoe.measure.overlap.hidden_ns`), except that an
+iteration's idle time is its window's length minus the GPU's active time: the gap before the
+next iteration's first kernel is idle time of this iteration (host overhead), not lost.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.intervals import grouped_union_length
-from nsysmoe.measure.overlap import COMM, Window
+from nsysmoe.measure.overlap import COMM, hidden_ns, hidden_pct_expr
+from nsysmoe.measure.steps import process_windows
+from nsysmoe.model import Window
+from nsysmoe.results import ITERATION_SCHEMA, Steps
 
 KEYS = ["window", "pid", "device"]
 COPY = "copy"
@@ -63,7 +66,7 @@ def _measure(rows: pl.DataFrame, lengths: np.ndarray) -> pl.DataFrame:
     for name, part in parts.items():
         per_gpu = per_gpu.join(part.rename({"union_ns": name}), on=KEYS, how="left")
     per_gpu = per_gpu.fill_null(0).with_columns(
-        (pl.col("comm_ns") + pl.col("compute_ns") - pl.col("kernel_ns")).alias("hidden_ns"),
+        hidden_ns(pl.col("comm_ns"), pl.col("compute_ns"), pl.col("kernel_ns")).alias("hidden_ns"),
         (pl.col("span") - pl.col("active_ns")).alias("idle_ns"),
     )
     return per_gpu.group_by("window").agg(pl.col("comm_ns", "hidden_ns", "idle_ns").sum())
@@ -87,3 +90,41 @@ def iteration_metrics(
         ])  # fmt: skip
     full = pl.DataFrame({"window": np.arange(len(windows), dtype=np.int64)})
     return full.join(out, on="window", how="left").fill_null(0).sort("window")
+
+
+def iteration_table(
+    kernels: pl.DataFrame, memops: pl.DataFrame, steps: Steps, kept: list[int]
+) -> pl.DataFrame:
+    """Step time and communication per iteration, all GPUs together (:data:`ITERATION_SCHEMA`).
+
+    Each process is measured in its own iteration windows (ranks drift apart in time), then
+    the processes are added up; the step time is the median of the processes' GPU periods.
+    """
+    windows = process_windows(steps, kept)
+    if windows.is_empty():
+        return pl.DataFrame(schema=ITERATION_SCHEMA)
+    parts = []
+    for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
+        spans = [Window(a, b) for a, b in w.select("start_ns", "end_ns").iter_rows()]
+        of_pid = pl.col("pid") == pid
+        metrics = iteration_metrics(kernels.filter(of_pid), memops.filter(of_pid), spans)
+        parts.append(pl.concat([w.select("step", "start_ns", "end_ns"), metrics.drop("window")],
+                               how="horizontal"))  # fmt: skip
+    period = steps.table.group_by("step").agg(pl.col("step_ns").median())
+    comm, hidden = pl.col("comm_ns"), pl.col("hidden_ns")
+    return (
+        pl.concat(parts)
+        .group_by("step")
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("comm_ns", "hidden_ns", "idle_ns").sum(),
+        )
+        .join(period, on="step", how="left")
+        .with_columns(
+            (comm - hidden).alias("exposed_ns"), hidden_pct_expr(hidden, comm).alias("hidden_pct")
+        )
+        .sort("step")
+        .select(list(ITERATION_SCHEMA))
+        .cast(ITERATION_SCHEMA)
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from nsysmoe.measure.overlap import WHOLE_TRACE, Window
+from nsysmoe.model import WHOLE_TRACE, Window
 
 NVTX_TOTAL_SCHEMA = {
     "name": pl.String,

@@ -3,27 +3,31 @@
 Definitions (per GPU = (pid, device), over the analysis window):
 
 * ``comm_ns``   = |⋃C|, C = communication kernels; ``compute_ns`` = |⋃K|, K = every other kernel
-* ``hidden_ns`` = |⋃C ∩ ⋃K|; ``exposed_ns`` = comm_ns − hidden_ns;
+* ``hidden_ns`` = |⋃C ∩ ⋃K| = |⋃C| + |⋃K| − |⋃C ∪ ⋃K|; ``exposed_ns`` = comm_ns − hidden_ns;
   ``hidden_pct`` = 100 · hidden_ns / comm_ns (null without communication)
 * ``comm_gemm_attn_ns`` = |⋃C ∩ ⋃(GEMM ∪ attention)|
 * ``active_ns`` = |⋃(kernels ∪ memcpy ∪ memset)|; ``span_ns`` = last end − first start of that
   work; ``idle_ns`` = span_ns − active_ns
 * per class: ``count``, ``sum_ns`` (durations added, NOT wall time), ``union_ns``
 
-Kernel durations are never added up and called wall time: concurrent kernels overlap.
+Kernel durations are never added up and called wall time: concurrent kernels overlap. The
+functions :func:`hidden_ns`, :func:`hidden_pct` (and their polars forms) are the one definition
+every figure uses: per GPU, per iteration, per NVTX range, summed over GPUs, ranks or an A/B.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TypeVar
 
-import numpy as np
 import polars as pl
 
 from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN
 from nsysmoe.intervals import IntervalSet
+from nsysmoe.model import WHOLE_TRACE, Window
+from nsysmoe.results import Totals
 
 COMM = "comm"
+N = TypeVar("N", int, pl.Expr)  # a length in ns, or a polars column of them
 
 #: Columns of the per-GPU table, in report order (all integers are nanoseconds).
 GPU_COLUMNS = (
@@ -42,44 +46,27 @@ GPU_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class Window:
-    """Half-open analysis window [start_ns, end_ns) on the trace timeline; None = unbounded."""
-
-    start_ns: int | None = None
-    end_ns: int | None = None
-    #: the bounds count from the trace's first GPU activity (``--window +2s:+5s``), so one
-    #: window means the same on traces with different time origins (epoch-stamped, Kineto)
-    relative: bool = False
-
-    def anchored(self, origin: int) -> Window:
-        """The absolute window, for a trace whose first GPU activity starts at ``origin``."""
-        if not self.relative:
-            return self
-        lo, hi = self.start_ns, self.end_ns
-        return Window(None if lo is None else lo + origin, None if hi is None else hi + origin)
-
-    @property
-    def bounded(self) -> bool:
-        return self.start_ns is not None or self.end_ns is not None
-
-    def bounds(self) -> tuple[int, int]:
-        lo = self.start_ns if self.start_ns is not None else np.iinfo(np.int64).min
-        hi = self.end_ns if self.end_ns is not None else np.iinfo(np.int64).max
-        return int(lo), int(hi)
-
-    def select(self, df: pl.DataFrame) -> pl.DataFrame:
-        """Rows whose interval meets the window, clipped to it (zero-length rows: start inside)."""
-        if not self.bounded:
-            return df
-        lo, hi = self.bounds()
-        inside = ((pl.col("end") > lo) | (pl.col("start") >= lo)) & (pl.col("start") < hi)
-        return df.filter(inside).with_columns(
-            pl.col("start").clip(lo, hi), pl.col("end").clip(lo, hi)
-        )
 
 
-WHOLE_TRACE = Window()
+def hidden_ns(comm_ns: N, compute_ns: N, kernel_union_ns: N) -> N:
+    """|⋃C ∩ ⋃K| from the two unions and the union of both (inclusion–exclusion, exact)."""
+    return comm_ns + compute_ns - kernel_union_ns
+
+
+def hidden_pct(hidden: int, comm: int) -> float | None:
+    """Share of communication time under compute; None without communication."""
+    return 100.0 * hidden / comm if comm else None
+
+
+def hidden_pct_expr(hidden: pl.Expr, comm: pl.Expr) -> pl.Expr:
+    """:func:`hidden_pct` on polars columns (null where there is no communication)."""
+    return pl.when(comm > 0).then(100.0 * hidden / comm)
+
+
+def totals(gpus: pl.DataFrame) -> Totals:
+    """All GPUs of a per-GPU table (:data:`GPU_COLUMNS`) together: sums, hidden % of the sums."""
+    s = {c: int(gpus[c].sum()) for c in GPU_COLUMNS if c not in ("pid", "device", "hidden_pct")}
+    return Totals(**s, hidden_pct=hidden_pct(s["hidden_ns"], s["comm_ns"]))
 
 
 def _iset(df: pl.DataFrame) -> IntervalSet:
@@ -94,7 +81,7 @@ def gpu_overlap(kernels: pl.DataFrame, memops: pl.DataFrame) -> dict[str, int | 
     gemm_attn = _iset(kernels.filter(pl.col("class").is_in(COMPUTE_GEMM_ATTN)))
     work = pl.concat([kernels.select("start", "end"), memops.select("start", "end")])
     active = _iset(work)
-    hidden = comm.intersect_length(compute)
+    hidden = hidden_ns(comm.length, compute.length, _iset(kernels).length)
     span = int(work["end"].max() - work["start"].min()) if len(work) else 0
     return {
         "kernels": len(kernels),
@@ -105,7 +92,7 @@ def gpu_overlap(kernels: pl.DataFrame, memops: pl.DataFrame) -> dict[str, int | 
         "compute_ns": compute.length,
         "hidden_ns": hidden,
         "exposed_ns": comm.length - hidden,
-        "hidden_pct": 100.0 * hidden / comm.length if comm.length else None,
+        "hidden_pct": hidden_pct(hidden, comm.length),
         "comm_gemm_attn_ns": comm.intersect_length(gemm_attn),
     }
 

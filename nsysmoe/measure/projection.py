@@ -16,9 +16,9 @@ Columns of :func:`project_nvtx` (one row per range instance with at least one GP
 
 * ``range_id``: row index of the range in the input ``nvtx`` frame
 * ``pid``, ``tid`` (full globalTid), ``name`` (``Domain:name`` in a named domain), ``style``,
-  ``cpu_start``, ``cpu_end``: the range itself
-* ``gpu_start``/``gpu_end``: first op start / last op end (nsys' Projected Start, and Projected
-  Duration = ``gpu_end - gpu_start``)
+  ``cpu_start_ns``, ``cpu_end_ns``: the range itself
+* ``gpu_start_ns``/``gpu_end_ns``: first op start / last op end (nsys' Projected Start, and
+  Projected Duration = ``gpu_end_ns - gpu_start_ns``)
 * ``gpu_ops``: distinct ops (kernels + memops); ``kernels``: the kernels among them;
   ``api_calls``: distinct launching API calls — nsys' ``NumGPUOps``, which is
   ``count(DISTINCT correlationId)``; it differs from ``gpu_ops`` only when one call launched
@@ -50,7 +50,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from nsysmoe.measure.nvtx import display_name
-from nsysmoe.measure.overlap import COMM
+from nsysmoe.measure.overlap import COMM, hidden_ns
 
 Int64Array = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -61,10 +61,10 @@ PROJECTION_SCHEMA: dict[str, pl.DataType] = {
     "tid": pl.Int64,
     "name": pl.String,
     "style": pl.String,
-    "cpu_start": pl.Int64,
-    "cpu_end": pl.Int64,
-    "gpu_start": pl.Int64,
-    "gpu_end": pl.Int64,
+    "cpu_start_ns": pl.Int64,
+    "cpu_end_ns": pl.Int64,
+    "gpu_start_ns": pl.Int64,
+    "gpu_end_ns": pl.Int64,
     "gpu_ops": pl.Int64,
     "kernels": pl.Int64,
     "api_calls": pl.Int64,
@@ -111,8 +111,8 @@ def project_nvtx(
         "tid",
         display_name().alias("name"),
         "style",
-        pl.col("start").alias("cpu_start"),
-        pl.col("end").alias("cpu_end"),
+        pl.col("start").alias("cpu_start_ns"),
+        pl.col("end").alias("cpu_end_ns"),
     )
     out = stats.join(meta, on="range_id", maintain_order="left")  # stats come sorted
     return out.select(list(schema)).cast(schema)
@@ -132,7 +132,7 @@ def projected_totals(projected: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     table = projected.group_by("name", "style").agg(
         pl.len().alias("count"),
-        (pl.col("gpu_end") - pl.col("gpu_start")).sum().alias("gpu_span_total_ns"),
+        (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).sum().alias("gpu_span_total_ns"),
         pl.col("busy_ns").sum().alias("busy_total_ns"),
         pl.col("kernels").sum(),
         *(pl.col(c).sum() for c in extra),
@@ -227,8 +227,8 @@ def _range_stats(members: pl.DataFrame, end_times: Int64Array, with_class: bool)
     g = _GroupedOps.of(members.sort("range_id", "start"), end_times)
     cols = {
         "range_id": g.range_id[g.heads],
-        "gpu_start": g.start[g.heads],
-        "gpu_end": np.maximum.reduceat(g.end, g.heads),
+        "gpu_start_ns": g.start[g.heads],
+        "gpu_end_ns": np.maximum.reduceat(g.end, g.heads),
         "gpu_ops": np.diff(np.append(g.heads, g.start.size)),
         "kernels": np.add.reduceat(g.is_kernel.astype(np.int64), g.heads),
         "busy_ns": g.union_ns(np.ones(g.start.size, dtype=bool)),
@@ -236,8 +236,7 @@ def _range_stats(members: pl.DataFrame, end_times: Int64Array, with_class: bool)
     if with_class:
         cols["comm_ns"] = g.union_ns(g.is_kernel & g.comm)
         cols["compute_ns"] = g.union_ns(g.is_kernel & ~g.comm)
-        # |C ∩ K| = |C| + |K| - |C ∪ K|, exact in integers
-        cols["hidden_ns"] = cols["comm_ns"] + cols["compute_ns"] - g.union_ns(g.is_kernel)
+        cols["hidden_ns"] = hidden_ns(cols["comm_ns"], cols["compute_ns"], g.union_ns(g.is_kernel))
     return pl.DataFrame(cols)
 
 

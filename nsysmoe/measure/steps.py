@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.measure.overlap import Window
-from nsysmoe.model import Trace
+from nsysmoe.model import Trace, Window
+from nsysmoe.results import Steps
 
 #: ``iteration 12``, ``iter_3``, ``step 7``, ``train_step 2``, ``ProfilerStep#551``
 DEFAULT_STEP_PATTERN = (
@@ -26,35 +26,15 @@ DEFAULT_STEP_PATTERN = (
 STEP_SCHEMA = {
     "pid": pl.Int64,
     "step": pl.Int64,
-    "cpu_start": pl.Int64,
-    "cpu_end": pl.Int64,
-    "gpu_start": pl.Int64,
-    "gpu_end": pl.Int64,
+    "cpu_start_ns": pl.Int64,
+    "cpu_end_ns": pl.Int64,
+    "gpu_start_ns": pl.Int64,
+    "gpu_end_ns": pl.Int64,
     "step_ns": pl.Int64,  # GPU period: next step's GPU start − this step's (last: its GPU span)
     "complete": pl.Boolean,  # False: the last step, cut short by the end of the capture
 }
 #: the last step counts as complete when its GPU span reaches this share of the median period
 COMPLETE_FRACTION = 0.9
-
-
-@dataclass(frozen=True)
-class Steps:
-    """Detected iterations per process. ``timeline`` is "gpu" (projected) or "cpu" (fallback)."""
-
-    table: pl.DataFrame
-    pattern: str
-    timeline: str
-
-    @property
-    def numbers(self) -> list[int]:
-        """Step numbers complete in every process that has them."""
-        done = self.table.group_by("step").agg(pl.col("complete").all())
-        return sorted(done.filter(pl.col("complete"))["step"].to_list())
-
-    @property
-    def truncated(self) -> list[int]:
-        """Last steps left out because the capture ended before they did."""
-        return sorted(self.table.filter(~pl.col("complete"))["step"].unique().to_list())
 
 
 def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
@@ -71,21 +51,23 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
         return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none")
     ranges = (
         ranges.select("pid", pl.col("num").cast(pl.Int64).alias("step"), "start", "end")
-        .rename({"start": "cpu_start", "end": "cpu_end"})
+        .rename({"start": "cpu_start_ns", "end": "cpu_end_ns"})
         .unique(["pid", "step"], keep="first")
-        .sort("pid", "cpu_start")
+        .sort("pid", "cpu_start_ns")
     )
     ops = _launched_ops(trace)
     if ops.is_empty():
-        table = ranges.with_columns(gpu_start=pl.col("cpu_start"), gpu_end=pl.col("cpu_end"))
+        table = ranges.with_columns(
+            gpu_start_ns=pl.col("cpu_start_ns"), gpu_end_ns=pl.col("cpu_end_ns")
+        )
         return Steps(_with_periods(table), pattern, "cpu")
     owned = (
         ops.join_asof(
-            ranges, left_on="api_start", right_on="cpu_start", by="pid", check_sortedness=False
+            ranges, left_on="api_start", right_on="cpu_start_ns", by="pid", check_sortedness=False
         )
-        .filter(pl.col("step").is_not_null() & (pl.col("api_start") < pl.col("cpu_end")))
+        .filter(pl.col("step").is_not_null() & (pl.col("api_start") < pl.col("cpu_end_ns")))
         .group_by("pid", "step")
-        .agg(pl.col("start").min().alias("gpu_start"), pl.col("end").max().alias("gpu_end"))
+        .agg(pl.col("start").min().alias("gpu_start_ns"), pl.col("end").max().alias("gpu_end_ns"))
     )
     table = ranges.join(owned, on=["pid", "step"], how="inner")
     return Steps(_with_periods(table), pattern, "gpu")
@@ -109,11 +91,11 @@ def _with_periods(table: pl.DataFrame) -> pl.DataFrame:
     """GPU period of each step; a last step much shorter than the others is marked incomplete
     (the capture stopped inside it), so it cannot skew medians, spreads or verdicts."""
     table = table.sort("pid", "step")
-    nxt = pl.col("gpu_start").shift(-1).over("pid")
-    has_next = nxt.is_not_null() & (nxt > pl.col("gpu_start"))
+    nxt = pl.col("gpu_start_ns").shift(-1).over("pid")
+    has_next = nxt.is_not_null() & (nxt > pl.col("gpu_start_ns"))
     table = table.with_columns(
-        pl.when(has_next).then(nxt - pl.col("gpu_start"))
-        .otherwise(pl.col("gpu_end") - pl.col("gpu_start")).alias("step_ns"),
+        pl.when(has_next).then(nxt - pl.col("gpu_start_ns"))
+        .otherwise(pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("step_ns"),
         has_next.alias("has_next"),
     )  # fmt: skip
     typical = pl.col("step_ns").filter(pl.col("has_next")).median().over("pid")
@@ -170,8 +152,8 @@ def select_steps(
             f"{skip} skipped{asked}); adjust --skip or --window"
         )
     chosen = steps.table.filter(pl.col("step").is_in(kept))
-    window = Window(int(chosen["gpu_start"].min()), int(_step_ends(steps.table, kept).max()))
-    cpu_window = Window(int(chosen["cpu_start"].min()), int(chosen["cpu_end"].max()))
+    window = Window(int(chosen["gpu_start_ns"].min()), int(_step_ends(steps.table, kept).max()))
+    cpu_window = Window(int(chosen["cpu_start_ns"].min()), int(chosen["cpu_end_ns"].max()))
     where = "GPU timeline" if steps.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
     how = (
         f"iterations {first}–{last} asked"
@@ -194,7 +176,7 @@ def select_steps(
 def _step_ends(table: pl.DataFrame, kept: list[int]) -> pl.Series:
     """Each process's end of its last kept step (the start of the next, or its last op's end)."""
     rows = table.filter(pl.col("step").is_in(kept))
-    return (rows["gpu_start"] + rows["step_ns"]).cast(pl.Int64)
+    return (rows["gpu_start_ns"] + rows["step_ns"]).cast(pl.Int64)
 
 
 def process_windows(steps: Steps, kept: list[int]) -> pl.DataFrame:
@@ -202,8 +184,8 @@ def process_windows(steps: Steps, kept: list[int]) -> pl.DataFrame:
     skewed in time must not share one window, or kernels would count in two iterations."""
     return (
         steps.table.filter(pl.col("step").is_in(kept))
-        .select("pid", "step", pl.col("gpu_start").alias("start_ns"),
-                (pl.col("gpu_start") + pl.col("step_ns")).alias("end_ns"))
+        .select("pid", "step", pl.col("gpu_start_ns").alias("start_ns"),
+                (pl.col("gpu_start_ns") + pl.col("step_ns")).alias("end_ns"))
         .sort("pid", "step")
     )  # fmt: skip
 
@@ -212,9 +194,11 @@ def step_windows(steps: Steps, kept: list[int]) -> list[tuple[int, Window]]:
     """Per kept step number, the GPU window it owns (across processes: earliest start, latest
     end)."""
     rows = steps.table.filter(pl.col("step").is_in(kept)).with_columns(
-        (pl.col("gpu_start") + pl.col("step_ns")).alias("owned_end")
+        (pl.col("gpu_start_ns") + pl.col("step_ns")).alias("owned_end")
     )
     agg = (
-        rows.group_by("step").agg(pl.col("gpu_start").min(), pl.col("owned_end").max()).sort("step")
+        rows.group_by("step")
+        .agg(pl.col("gpu_start_ns").min(), pl.col("owned_end").max())
+        .sort("step")
     )
     return [(s, Window(int(a), int(b))) for s, a, b in agg.iter_rows()]

@@ -6,9 +6,9 @@ Memory evidence comes only from what was captured (CUDA memory-usage events, OOM
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import polars as pl
+
+from nsysmoe.results import Evidence, Wall, WallVerdict
 
 #: Thresholds, stated in every report.
 MEMORY_PEAK_PCT = 90.0  # peak allocated bytes / GPU memory
@@ -17,7 +17,7 @@ HOST_IDLE_PCT = 15.0  # GPU idle (no kernel, no copy) / span
 OOM_PATTERN = r"(?i)out of memory|outofmemory|\boom\b"  # polars (Rust) regex syntax
 
 #: What the seeds recommend for each wall (docs/domain.md, Megatron-Core MoE paper).
-KNOBS: dict[str, tuple[str, ...]] = {
+KNOBS: dict[Wall, tuple[str, ...]] = {
     "memory": (
         "selective recompute (layernorm, core_attn, moe_act, mlp)",
         "FP8",
@@ -46,26 +46,6 @@ KNOBS: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class WallVerdict:
-    wall: str
-    reason: str
-    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
-
-    @property
-    def knobs(self) -> tuple[str, ...]:
-        return KNOBS[self.wall]
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "wall": self.wall,
-            "reason": self.reason,
-            "evidence": self.evidence,
-            "thresholds": thresholds(),
-            "knobs": list(self.knobs),
-        }
-
-
 def thresholds() -> dict[str, float]:
     return {
         "memory_peak_pct": MEMORY_PEAK_PCT,
@@ -79,7 +59,7 @@ def _pct(part: float, whole: float) -> float | None:
 
 
 def memory_evidence(
-    memory_events: pl.DataFrame, total_memory: int | None, nvtx_names: pl.Series | None
+    memory_events: pl.DataFrame, total_memory_bytes: int | None, nvtx_names: pl.Series | None
 ) -> dict[str, object]:
     """Peak allocated bytes of one GPU (from captured usage events) and OOM markers in NVTX."""
     ev: dict[str, object] = {}
@@ -88,16 +68,20 @@ def memory_evidence(
     else:
         peak = int(memory_events.sort("start")["bytes"].cum_sum().max())
         ev["peak_allocated_bytes"] = peak
-        ev["gpu_memory_bytes"] = total_memory
-        ev["peak_memory_pct"] = _pct(peak, total_memory) if total_memory else None
+        ev["gpu_memory_bytes"] = total_memory_bytes
+        ev["peak_memory_pct"] = _pct(peak, total_memory_bytes) if total_memory_bytes else None
     if nvtx_names is not None and len(nvtx_names):
         ev["oom_markers"] = int(nvtx_names.str.contains(OOM_PATTERN).sum())
     return ev
 
 
+def _verdict(wall: Wall, reason: str, evidence: Evidence) -> WallVerdict:
+    return WallVerdict(wall, reason, evidence, thresholds(), KNOBS[wall])
+
+
 def verdict(span_ns: int, idle_ns: int, exposed_ns: int, memory: dict[str, object]) -> WallVerdict:
     """Memory first (does the run fit?), then the larger of comm/host, else compute."""
-    ev: dict[str, float | int | str | None] = {
+    ev: Evidence = {
         "span_ns": span_ns,
         "exposed_comm_ns": exposed_ns,
         "exposed_comm_pct_of_span": _pct(exposed_ns, span_ns),
@@ -107,22 +91,39 @@ def verdict(span_ns: int, idle_ns: int, exposed_ns: int, memory: dict[str, objec
     }
     peak = memory.get("peak_memory_pct")
     if memory.get("oom_markers"):
-        return WallVerdict("memory", f"{memory['oom_markers']} OOM marker(s) in NVTX", ev)
+        return _verdict("memory", f"{memory['oom_markers']} OOM marker(s) in NVTX", ev)
     if isinstance(peak, float) and peak >= MEMORY_PEAK_PCT:
-        return WallVerdict("memory", f"peak memory {peak:.1f} % ≥ {MEMORY_PEAK_PCT} %", ev)
+        return _verdict("memory", f"peak memory {peak:.1f} % ≥ {MEMORY_PEAK_PCT} %", ev)
     comm_pct = ev["exposed_comm_pct_of_span"] or 0.0
     idle_pct = ev["idle_pct_of_span"] or 0.0
     comm_hit = comm_pct >= COMM_EXPOSED_PCT
     host_hit = idle_pct >= HOST_IDLE_PCT
     if comm_hit and (not host_hit or comm_pct >= idle_pct):
         reason = f"exposed communication {comm_pct:.1f} % of span ≥ {COMM_EXPOSED_PCT} %"
-        return WallVerdict("communication", reason, ev)
+        return _verdict("communication", reason, ev)
     if host_hit:
-        return WallVerdict(
+        return _verdict(
             "host overhead", f"GPU idle {idle_pct:.1f} % of span ≥ {HOST_IDLE_PCT} %", ev
         )
     reason = (
         f"exposed communication {comm_pct:.1f} % < {COMM_EXPOSED_PCT} % and idle "
         f"{idle_pct:.1f} % < {HOST_IDLE_PCT} % of span: the GPU is busy computing"
     )
-    return WallVerdict("compute", reason, ev)
+    return _verdict("compute", reason, ev)
+
+
+MEMORY_KEYS = (
+    "memory_usage", "peak_allocated_bytes", "gpu_memory_bytes", "peak_memory_pct", "oom_markers",
+)  # fmt: skip
+
+
+def trace_verdict(span_ns: int, idle_ns: int, exposed_ns: int,
+                  gpu_walls: tuple[WallVerdict, ...]) -> WallVerdict:  # fmt: skip
+    """A whole trace's verdict: evidence summed over GPUs, the worst GPU's memory evidence."""
+    evidences = [w.evidence for w in gpu_walls]
+    memory = max(evidences, key=lambda e: e.get("peak_memory_pct") or 0) if evidences else {}
+    oom = sum(int(e.get("oom_markers") or 0) for e in evidences)
+    memory = {k: v for k, v in memory.items() if k in MEMORY_KEYS} | (
+        {"oom_markers": oom} if oom else {}
+    )
+    return verdict(span_ns, idle_ns, exposed_ns, memory)

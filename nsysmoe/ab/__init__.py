@@ -1,0 +1,54 @@
+"""A/B comparison of two analyses (overlap off vs on): metric rows, contract check and verdicts.
+
+It takes analyses, not paths or rules: the caller measures both sides over one common scope
+(:func:`common_scope`), and :func:`compare` reads the classified traces they carry.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from nsysmoe.ab.contract import check_contract
+from nsysmoe.ab.metrics import per_gpu_rows, summary_rows, top_kernel_changes, top_nvtx_changes
+from nsysmoe.ab.side import measure_side
+from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
+from nsysmoe.measure.steps import auto_skip
+from nsysmoe.model import Scope
+from nsysmoe.results import Comparison, Steps, TraceAnalysis
+
+JSON_SCHEMA = "nsysmoe.comparison"
+JSON_VERSION = 1
+
+
+def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
+    """For a steady window, keep the iteration numbers both sides have after the warm-up skip."""
+    if scope.window.bounded or not scope.steady or scope.numbers is not None:
+        return scope
+    a = off.numbers[auto_skip(scope.skip, len(off.numbers)) :]
+    b = set(on.numbers[auto_skip(scope.skip, len(on.numbers)) :])
+    common = tuple(n for n in a if n in b)
+    if not common:
+        return scope  # each side keeps its own window; the contract reports the mismatch
+    return replace(scope, numbers=common)
+
+
+def compare(off: TraceAnalysis, on: TraceAnalysis) -> Comparison:
+    """The A/B of two analyses measured over one scope (both must carry their source)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: sides overlap
+        a, b = pool.map(measure_side, ("off", "on"), (off, on))
+    rows = tuple(summary_rows(a, b))
+    verdicts = []
+    for key, (col, relative) in JUDGED.items():
+        noise = noise_floor(off.iterations[col], on.iterations[col], relative=relative)
+        verdicts.append(judge(next(r for r in rows if r.key == key), noise))
+    return Comparison(
+        off=a,
+        on=b,
+        contract=check_contract(a, b),
+        rows=rows,
+        verdicts=tuple(verdicts),
+        per_gpu=per_gpu_rows(a, b),
+        kernel_changes=top_kernel_changes(a, b),
+        nvtx_changes=top_nvtx_changes(a, b),
+    )

@@ -1,0 +1,136 @@
+"""The side-by-side metric rows of an A/B: off value, on value, Δ and Δ%."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from nsysmoe.ab.side import MOE_PHASE_PATTERN
+from nsysmoe.results import MetricRow, Side
+
+#: short ``--fail-if`` names for common values
+ALIASES = {
+    "step_time_delta_pct": "step_time_ns_delta_pct",
+    "exposed_delta_pct": "exposed_ns_delta_pct",
+    "gemm_inflation_pct": "gemm_sum_ns_delta_pct",
+    "attention_inflation_pct": "attention_sum_ns_delta_pct",
+}
+
+
+def flat_values(rows: Sequence[MetricRow], matched: bool) -> dict[str, float | None]:
+    """``KEY`` (the on side), ``KEY_off``, ``KEY_delta``, ``KEY_delta_pct`` for every non-NVTX
+    row, the :data:`ALIASES`, and ``matched`` (1 or 0)."""
+    out: dict[str, float | None] = {}
+    for r in rows:
+        if not r.key.startswith(("nvtx:", "nvtx_gpu:")):
+            out |= {r.key: r.on, f"{r.key}_off": r.off, f"{r.key}_delta": r.delta}
+            if r.unit != "pct":  # a percentage's change is its delta, in points
+                out[f"{r.key}_delta_pct"] = r.delta_pct
+    out |= {alias: out.get(key) for alias, key in ALIASES.items()}
+    out["matched"] = 1.0 if matched else 0.0
+    return out
+
+
+def _sum(side: Side, col: str) -> int:
+    return getattr(side.analysis.totals, col)
+
+
+def median_step_ns(side: Side) -> int | None:
+    it = side.analysis.iterations
+    return None if it.is_empty() else int(it["step_ns"].median())
+
+
+def _compute(side: Side, klass: str, col: str) -> float | int | None:
+    """Sum (int ns) or median (may end in .5 ns) of one class's kernel durations."""
+    row = side.compute_kernels.filter(pl.col("class") == klass)
+    return None if row.is_empty() else row[col][0]
+
+
+def summary_rows(off: Side, on: Side) -> list[MetricRow]:
+    """All GPUs together (durations summed over GPUs; percentages from the sums)."""
+
+    def both(col: str) -> tuple[int, int]:
+        return _sum(off, col), _sum(on, col)
+
+    rows = [
+        MetricRow("step_time_ns", "median step time", "ns", median_step_ns(off),
+                  median_step_ns(on), "lower", "GPU period of an iteration"),
+        MetricRow("active_ns", "GPU-active interval union", "ns", *both("active_ns"), "lower"),
+        MetricRow("comm_ns", "communication union", "ns", *both("comm_ns"), "lower"),
+        MetricRow("comm_gemm_attn_ns", "communication concurrent with GEMM/attention", "ns",
+                  *both("comm_gemm_attn_ns"), "higher"),
+        MetricRow("hidden_pct", "communication hidden by compute", "pct", off.analysis.totals
+                  .hidden_pct, on.analysis.totals.hidden_pct, "higher",
+                  "|⋃comm ∩ ⋃compute| / |⋃comm|"),
+        MetricRow("exposed_ns", "exposed communication", "ns", *both("exposed_ns"), "lower"),
+        MetricRow("idle_ns", "GPU idle (span − active)", "ns", *both("idle_ns"), "lower"),
+        MetricRow("kernels", "kernel count", "count", *both("kernels")),
+    ]  # fmt: skip
+    for klass, label in (("gemm", "GEMM"), ("attention", "attention")):
+        rows += [
+            MetricRow(f"{klass}_sum_ns", f"{label} kernels, sum of durations", "ns",
+                      _compute(off, klass, "sum_ns"), _compute(on, klass, "sum_ns"), "lower",
+                      "compute inflation: hidden comm shares SMs"),
+            MetricRow(f"{klass}_median_ns", f"{label} kernel, median duration", "ns",
+                      _compute(off, klass, "median_ns"), _compute(on, klass, "median_ns"), "lower",
+                      "compute inflation"),
+        ]  # fmt: skip
+    return rows + phase_rows(off, on)
+
+
+def _paired(off: pl.DataFrame, on: pl.DataFrame, col: str) -> pl.DataFrame:
+    return off.select("name", pl.col(col).alias("off")).join(
+        on.select("name", pl.col(col).alias("on")), on="name", how="full", coalesce=True
+    ).filter(pl.col("name").str.contains(MOE_PHASE_PATTERN)).sort("name")  # fmt: skip
+
+
+def phase_rows(off: Side, on: Side) -> list[MetricRow]:
+    """MoE dispatch/combine and NCCL NVTX ranges present on either side, twice: CPU-side range
+    totals, and the GPU time their launched work kept the GPU busy (projection)."""
+    rows = []
+    gpu = {r["name"]: r for r in _paired(off.phases_gpu, on.phases_gpu, "busy_total_ns")
+           .iter_rows(named=True)}  # fmt: skip
+    for r in _paired(off.nvtx, on.nvtx, "total_ns").iter_rows(named=True):
+        name = r["name"]
+        rows.append(MetricRow(f"nvtx:{name}", f"NVTX {name} (CPU)", "ns", r["off"], r["on"],
+                              "lower", "CPU-side range total"))  # fmt: skip
+        if name in gpu:
+            g = gpu[name]
+            label, note = f"NVTX {name} (GPU busy)", "union of the GPU work it launched"
+            key = f"nvtx_gpu:{name}"
+            rows.append(MetricRow(key, label, "ns", g["off"], g["on"], "lower", note))
+    return rows
+
+
+def per_gpu_rows(off: Side, on: Side) -> pl.DataFrame:
+    """GPUs paired by position (sorted by pid, device): pids differ between runs."""
+    cols = ["pid", "device", "hidden_pct", "exposed_ns", "comm_gemm_attn_ns", "active_ns"]
+    a = off.analysis.gpus.select(cols).with_row_index("gpu")
+    b = on.analysis.gpus.select(cols).with_row_index("gpu")
+    return a.join(b, on="gpu", how="full", suffix="_on", coalesce=True).rename(
+        {c: f"{c}_off" for c in cols}
+    )
+
+
+def top_kernel_changes(off: Side, on: Side, top: int = 10) -> pl.DataFrame:
+    """Kernel names whose summed duration changed most (name, class, off/on sum and count)."""
+    joined = off.kernel_names.join(
+        on.kernel_names, on=["name", "class"], how="full", suffix="_on", coalesce=True
+    ).fill_null(0)
+    return (
+        joined.rename({"sum_ns": "sum_ns_off", "count": "count_off"})
+        .with_columns((pl.col("sum_ns_on") - pl.col("sum_ns_off")).alias("delta_ns"))
+        .sort([pl.col("delta_ns").abs(), pl.col("name")], descending=[True, False])
+        .head(top)
+    )
+
+
+def top_nvtx_changes(off: Side, on: Side, top: int = 10) -> pl.DataFrame:
+    joined = off.nvtx.join(on.nvtx, on="name", how="full", suffix="_on", coalesce=True).fill_null(0)
+    return (
+        joined.rename({"total_ns": "total_ns_off", "count": "count_off"})
+        .with_columns((pl.col("total_ns_on") - pl.col("total_ns_off")).alias("delta_ns"))
+        .sort([pl.col("delta_ns").abs(), pl.col("name")], descending=[True, False])
+        .head(top)
+    )

@@ -1,0 +1,90 @@
+"""A/B of two multi-rank runs: files paired by sorted order (rank i off vs rank i on), each pair
+compared on its own, then summed into one table."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import polars as pl
+
+from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
+from nsysmoe.measure.overlap import hidden_pct
+from nsysmoe.results import Comparison, Failure, MetricRow, RanksComparison
+
+#: rows whose cross-rank value is a median of per-rank values, not a sum
+MEDIAN_KEYS = {"step_time_ns", "gemm_median_ns", "attention_median_ns"}
+
+
+def _combine(key: str, unit: str, values: list[float | int | None]) -> float | int | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return statistics.median(vals) if key in MEDIAN_KEYS else sum(vals)
+
+
+def summed_rows(pairs: tuple[Comparison, ...]) -> tuple[MetricRow, ...]:
+    """Per metric: durations and counts summed over ranks, medians of the per-rank medians,
+    hidden % recomputed from the summed hidden and comm times."""
+    rows = []
+    for template in pairs[0].rows:
+        if template.key.startswith(("nvtx:", "nvtx_gpu:")):
+            continue
+        per = [p.row(template.key) for p in pairs]
+        off = _combine(template.key, template.unit, [r.off for r in per])
+        on = _combine(template.key, template.unit, [r.on for r in per])
+        rows.append(MetricRow(template.key, template.label, template.unit, off, on,
+                              template.better, template.note))  # fmt: skip
+    by_key = {r.key: r for r in rows}
+    comm, exposed = by_key["comm_ns"], by_key["exposed_ns"]
+
+    def pct(c: float | None, e: float | None) -> float | None:
+        return hidden_pct(c - e, c) if c and e is not None else None
+
+    by_key["hidden_pct"] = MetricRow(
+        "hidden_pct", "communication hidden by compute", "pct", pct(comm.off, exposed.off),
+        pct(comm.on, exposed.on), "higher", "Σ hidden / Σ comm over ranks",
+    )  # fmt: skip
+    return tuple(by_key[r.key] for r in rows)
+
+
+def per_rank(pairs: tuple[Comparison, ...]) -> pl.DataFrame:
+    out = []
+    for i, p in enumerate(pairs):
+        out.append({
+            "pair": i, "off": Path(p.off.analysis.path).name, "on": Path(p.on.analysis.path).name,
+            "hidden_pct_off": p.row("hidden_pct").off, "hidden_pct_on": p.row("hidden_pct").on,
+            "exposed_ns_off": p.row("exposed_ns").off, "exposed_ns_on": p.row("exposed_ns").on,
+            "step_ns_off": p.row("step_time_ns").off, "step_ns_on": p.row("step_time_ns").on,
+            "matched": p.contract.matched,
+        })  # fmt: skip
+    return pl.DataFrame(out)
+
+
+def compare_runs(results: list[Comparison | Failure], n_off: int, n_on: int) -> RanksComparison:
+    pairs = tuple(r for r in results if isinstance(r, Comparison))
+    failures = tuple(r for r in results if isinstance(r, Failure))
+    notes = []
+    if n_off != n_on:
+        notes.append(f"rank count differs: {n_off} files off, {n_on} on (paired the first "
+                     f"{min(n_off, n_on)} by sorted name)")  # fmt: skip
+    unmatched = [i for i, p in enumerate(pairs) if not p.contract.matched]
+    if unmatched:
+        first = pairs[unmatched[0]].contract.summary()
+        notes.append(
+            f"{len(unmatched)} of {len(pairs)} rank pairs break the measurement contract "
+            f"(e.g. pair {unmatched[0]}: {first})"
+        )
+    if failures:
+        notes.append(f"{len(failures)} pair(s) could not be analysed")
+    if not pairs:
+        return RanksComparison((), failures, (), (), pl.DataFrame(), False, tuple(notes))
+    rows = summed_rows(pairs)
+    verdicts = []
+    for key, (col, relative) in JUDGED.items():
+        off_it = pl.concat([p.off.analysis.iterations[col] for p in pairs])
+        on_it = pl.concat([p.on.analysis.iterations[col] for p in pairs])
+        verdicts.append(judge(next(r for r in rows if r.key == key),
+                              noise_floor(off_it, on_it, relative=relative)))  # fmt: skip
+    return RanksComparison(pairs, failures, rows, tuple(verdicts), per_rank(pairs),
+                         not notes, tuple(notes))  # fmt: skip

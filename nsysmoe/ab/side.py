@@ -1,0 +1,63 @@
+"""One side of an A/B: the analysis plus the window-limited facts its comparison and contract need,
+read from the classified trace the analysis carries (nothing is classified again)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.measure.kernels import compute_kernel_stats, names_in_window
+from nsysmoe.measure.nvtx import NVTX_NOISE, display_name
+from nsysmoe.measure.projection import project_nvtx, projected_totals
+from nsysmoe.results import Side, TraceAnalysis
+
+#: NVTX ranges that carry MoE dispatch/combine phases (HybridEP executor, Megatron EP-overlap
+#: schedule) or NCCL calls; their totals are compared row by row.
+MOE_PHASE_PATTERN = (
+    r"(?i)in hybrid-ep$|^moe_(?:dispatch|combine)\b|dispatch|combine|^NCCL:"
+    r"|^nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Send|Recv|Group\w+|AlltoAll)$"
+)  # the last line: NCCL ranges without their domain (Kineto traces have no NVTX domains)
+
+
+def dispatcher_of(subclasses: set[str], names: pl.Series) -> str:
+    """The MoE token dispatcher the kernel names reveal (docs/domain.md, dispatcher table)."""
+    if any(s.startswith("hybridep") for s in subclasses):
+        return "HybridEP"
+    if any(s.startswith("deepep") for s in subclasses):
+        return "DeepEP"
+    if bool(names.str.contains("SendRecv").any()):
+        return "alltoall (NCCL SendRecv)"
+    return "none detected"
+
+
+def measure_side(label: str, analysis: TraceAnalysis) -> Side:
+    """The side facts of an analysis that still carries its classified trace."""
+    if analysis.source is None:
+        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
+    trace, classified = analysis.source.trace, analysis.source.kernels
+    kernels = analysis.window.select(classified)
+    nvtx = (  # the analysis' (name, style) totals, styles merged
+        analysis.nvtx.group_by("name")
+        .agg(pl.col("count").sum(), pl.col("total_ns").sum())
+        .sort("name")
+    )
+    phase_ranges = analysis.cpu_window.select(trace.nvtx).filter(
+        pl.col("name").str.contains(MOE_PHASE_PATTERN)
+        | display_name().str.contains(MOE_PHASE_PATTERN)
+    )
+    projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime)
+    phases_gpu = projected_totals(
+        projected.with_columns(pl.col("name").str.replace_all(NVTX_NOISE, ""))
+    )
+    models = tuple(sorted(str(g) if g else "unknown" for g in analysis.gpus["gpu_name"]))
+    return Side(
+        label=label,
+        analysis=analysis,
+        kernel_names=names_in_window(kernels),
+        compute_kernels=compute_kernel_stats(kernels),
+        nvtx=nvtx,
+        phases_gpu=phases_gpu,
+        gpu_models=models,
+        ranks=analysis.gpus["pid"].n_unique(),
+        dispatcher=dispatcher_of(set(kernels["subclass"].unique()), kernels["name"]),
+    )

@@ -1,0 +1,54 @@
+"""Command-line value types: ``--window`` as a click ``ParamType`` (a time window or iterations)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from nsysmoe.model import IterationRange, Window
+
+UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
+_ITERS = re.compile(r"^\s*(?:iter(?:ations?)?:)?\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+def parse_time_ns(text: str) -> int:
+    m = _TIME.match(text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a time; use e.g. 1500000, 250ms or 1.5s")
+    return round(float(m.group(1)) * UNITS_NS[m.group(2) or "ns"])
+
+
+class WindowType(click.ParamType):
+    """``START:END`` on the timeline (units ns default, us, ms, s; a side may be empty; ``+``
+    counts from the first GPU activity), or ``FIRST-LAST`` iterations (inclusive)."""
+
+    name = "window"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Window | IterationRange:
+        if isinstance(value, Window | IterationRange):
+            return value
+        text = str(value)
+        m = _ITERS.match(text)
+        if m:
+            first, last = int(m.group(1)), int(m.group(2))
+            if last < first:
+                raise click.BadParameter(f"empty iteration range {text!r}: LAST must be ≥ FIRST")
+            return IterationRange(first, last)
+        if ":" not in text:
+            raise click.BadParameter(
+                "use START:END (e.g. 2s:5s, +1s:+3s, :500ms) or iterations 5-20"
+            )
+        lo_text, hi_text = (side.strip() for side in text.split(":", 1))
+        relative = lo_text.startswith("+") or hi_text.startswith("+")
+        lo = parse_time_ns(lo_text.lstrip("+")) if lo_text else None
+        hi = parse_time_ns(hi_text.lstrip("+")) if hi_text else None
+        if lo is not None and hi is not None and hi <= lo:
+            raise click.BadParameter(f"empty window {text!r}: END must be after START")
+        return Window(lo, hi, relative=relative)
+
+
+WINDOW = WindowType()

@@ -1,0 +1,122 @@
+"""One trace in, one :class:`~nsysmoe.results.TraceAnalysis` out: classify once, scope, measure.
+
+The classified trace travels with the analysis (``analysis.source``), so the A/B's side facts and
+the figures read the same classes the numbers came from, and nothing classifies twice.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsysmoe.classify import RuleSet, classify_trace, default_rules
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.measure import walls
+from nsysmoe.measure.iterations import iteration_table
+from nsysmoe.measure.kernels import busiest_unclassified
+from nsysmoe.measure.nvtx import nvtx_totals
+from nsysmoe.measure.overlap import per_gpu, totals
+from nsysmoe.measure.steps import detect_steps, select_steps, step_windows
+from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
+from nsysmoe.results import Steps, TraceAnalysis, WallVerdict
+
+
+def prepare(trace: Trace, rules: RuleSet | None = None) -> ClassifiedTrace:
+    """The trace with its kernels classified (default rules unless given): the only place
+    analyses classify."""
+    return classify_trace(trace, rules or default_rules())
+
+
+def resolve_scope(
+    steps: Steps, scope: Scope, origin: int = 0
+) -> tuple[Window, Window, str, list[int]]:
+    """The GPU window, the CPU window (for CPU-side NVTX totals), the window's description for
+    the report, and the iterations inside it; ``origin`` anchors a relative time window."""
+    if scope.window.bounded:
+        w = scope.window.anchored(origin)
+        kept = [s for s, sw in step_windows(steps, steps.numbers) if _inside(sw, w)]
+        text = "time window" + (f" from the first GPU activity at {origin:,} ns"
+                                 if scope.window.relative else "")  # fmt: skip
+        return w, w, text, kept
+    if not scope.steady:
+        return WHOLE_TRACE, WHOLE_TRACE, "whole trace", steps.numbers
+    if not steps.numbers and not scope.require_steps:
+        text = "whole trace (no iteration ranges found; name them with --step-range REGEX)"
+        return WHOLE_TRACE, WHOLE_TRACE, text, []
+    sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last,
+                       only=scope.numbers)  # fmt: skip
+    return sel.window, sel.cpu_window, sel.description, sel.steps
+
+
+def _inside(inner: Window, outer: Window) -> bool:
+    lo, hi = outer.bounds()
+    return inner.start_ns is not None and inner.start_ns >= lo and (inner.end_ns or 0) <= hi
+
+
+def analyze_trace(
+    source: ClassifiedTrace, *, scope: Scope = WHOLE, steps: Steps | None = None
+) -> TraceAnalysis:
+    """Measure every GPU of a classified trace over ``scope``; ``steps`` may be passed in when
+    the caller detected them already (an A/B needs them to choose its common window)."""
+    trace, kernels = source.trace, source.kernels
+    if trace.kernels.is_empty():
+        raise NsysmoeError(f"{trace.path}: the export holds no CUDA kernels; nothing to measure")
+    steps = detect_steps(trace, scope.step_pattern) if steps is None else steps
+    origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
+    window, cpu_window, window_text, kept = resolve_scope(steps, scope, origin)
+    gpus, classes = per_gpu(kernels, trace.memops, window)
+    if int(gpus["kernels"].sum()) == 0:
+        raise NsysmoeError(
+            f"{trace.path}: no GPU work in the window [{window.start_ns}, {window.end_ns}) ns; "
+            "widen --window (GPU work spans "
+            f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
+        )
+    gpus = gpus.join(
+        trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left"
+    ).select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
+    gpu_walls = tuple(_gpu_wall(trace, row) for row in gpus.iter_rows(named=True))
+    total = totals(gpus)
+    return TraceAnalysis(
+        path=trace.path,
+        source_format=trace.source_format,
+        schema_version=trace.schema_version,
+        product_version=trace.product_version,
+        window=window,
+        cpu_window=cpu_window,
+        window_text=window_text,
+        rules_source=source.rules_source,
+        gpus=gpus,
+        classes=classes,
+        nvtx=nvtx_totals(trace.nvtx, cpu_window, normalize=not scope.raw_nvtx),
+        unclassified=busiest_unclassified(window.select(kernels)),
+        iterations=iteration_table(kernels, trace.memops, steps, kept),
+        step_timeline=steps.timeline,
+        gpu_walls=gpu_walls,
+        wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls),
+        totals=total,
+        not_captured=dict(trace.not_captured),
+        warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
+        source=source,
+    )
+
+
+def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:
+    """Peer-to-peer copies move data between GPUs without a kernel: say they are not counted
+    as communication, so a report showing no communication is not misread."""
+    p2p = memops.filter(pl.col("name").str.contains("PtoP"))
+    if p2p.is_empty():
+        return ()
+    total = int((p2p["end"] - p2p["start"]).sum())
+    note = (
+        f"{len(p2p):,} peer-to-peer memcpy ({total / 1e6:,.3f} ms summed) moved data between "
+        "GPUs; copies count as GPU activity, not as communication kernels"
+    )
+    return (note,)
+
+
+def _gpu_wall(trace: Trace, row: dict) -> WallVerdict:
+    key = (pl.col("pid") == row["pid"]) & (pl.col("device") == row["device"])
+    info = trace.gpus.filter(key)
+    total = info["total_memory_bytes"][0] if len(info) else None
+    names = trace.nvtx.filter(pl.col("pid") == row["pid"])["name"]
+    mem = walls.memory_evidence(trace.memory_events.filter(key), total, names)
+    return walls.verdict(row["span_ns"], row["idle_ns"], row["exposed_ns"], mem)

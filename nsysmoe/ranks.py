@@ -1,0 +1,80 @@
+"""Many ranks: a per-rank table, the spread across ranks, and the straggler.
+
+A rank is one GPU of one process (one file per rank, or several processes in one export).
+Collectives spin while they wait for the slowest peer, so the straggler shows up twice: as the
+rank with the longest step, and as the rank with the *least* communication time — the others
+sit in their comm kernels waiting for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+
+from nsysmoe.results import Failure, RanksAnalysis, TraceAnalysis
+
+SPREAD_METRICS = ("step_ns", "hidden_pct", "exposed_ns", "comm_ns", "idle_ns", "active_ns")
+
+
+def rank_table(analyses: tuple[TraceAnalysis, ...]) -> pl.DataFrame:
+    frames = []
+    for a in analyses:
+        # a step time needs two iterations: a lone iteration's GPU span is no period
+        step = a.iterations["step_ns"].median() if len(a.iterations) >= 2 else None
+        frames.append(
+            a.gpus.with_columns(
+                pl.lit(a.path).alias("file"),
+                pl.format("{}:{}:{}", pl.lit(Path(a.path).name), "pid", "device").alias("rank"),
+                pl.lit(step, pl.Float64).alias("step_ns"),
+            )
+        )
+    table = pl.concat(frames, how="diagonal_relaxed")
+    return table.select("rank", "file", pl.exclude("rank", "file"))
+
+
+def spread(ranks: pl.DataFrame) -> pl.DataFrame:
+    rows = []
+    for metric in SPREAD_METRICS:
+        col = ranks.select("rank", metric).drop_nulls(metric)
+        if col.is_empty():
+            continue
+        lo, hi = col.sort(metric).row(0), col.sort(metric).row(-1)
+        rows.append({"metric": metric, "median": float(col[metric].median()),
+                     "min": float(lo[1]), "min_rank": lo[0], "max": float(hi[1]),
+                     "max_rank": hi[0]})  # fmt: skip
+    schema = {"metric": pl.String, "median": pl.Float64, "min": pl.Float64, "min_rank": pl.String,
+              "max": pl.Float64, "max_rank": pl.String}  # fmt: skip
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def stragglers(spread_table: pl.DataFrame) -> dict[str, dict[str, object]]:
+    rows = {r["metric"]: r for r in spread_table.iter_rows(named=True)}
+    out: dict[str, dict[str, object]] = {}
+    if "step_ns" in rows and rows["step_ns"]["max"] > rows["step_ns"]["min"]:
+        r = rows["step_ns"]
+        out["by_step_time"] = {"rank": r["max_rank"], "step_ns": r["max"],
+                               "vs_median_pct": 100.0 * (r["max"] / r["median"] - 1)}  # fmt: skip
+    if "comm_ns" in rows and rows["comm_ns"]["max"] > rows["comm_ns"]["min"]:
+        r = rows["comm_ns"]
+        out["by_comm_wait"] = {"rank": r["min_rank"], "comm_ns": r["min"],
+                               "others_wait_up_to_ns": r["max"] - r["min"]}  # fmt: skip
+    return out
+
+
+def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
+    """The per-rank table, spread and stragglers of one run's analyses; failures listed."""
+    analyses = tuple(r for r in results if isinstance(r, TraceAnalysis))
+    failures = tuple(r for r in results if isinstance(r, Failure))
+    if not analyses:
+        return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), {})
+    ranks = rank_table(analyses)
+    table = spread(ranks)
+    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table))
+
+
+def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:
+    """Both sides' GPUs of an A/B as one per-rank table (off and on next to each other); no
+    straggler is named, as off and on are different runs, not peers."""
+    return replace(run_analysis(list(sides)), stragglers={})

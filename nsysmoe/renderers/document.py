@@ -1,0 +1,85 @@
+"""The shared document model: what a report says, as blocks, before any format says how.
+
+``render/report/`` turns each result type into a :class:`Document`; one module per format
+(terminal, Markdown, HTML) turns any document into text, so a new metric is added to a report
+once and reaches every format. Trace text in a block is plain text: each format escapes it for
+its medium in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table of plain-text cells; ``right`` marks the numeric (right-aligned) columns."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    right: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class Heading:
+    """The report's title; ``code`` is set off as code (a path). The terminal shows it only with
+    ``terminal`` text (its own wording), Markdown and HTML always."""
+
+    text: str
+    code: str | None = None
+    terminal: str | None = None
+
+
+@dataclass(frozen=True)
+class Caption:
+    """The window and rules line under a heading: ``facts`` are (label, value, is_code);
+    ``formula`` (how the headline figure is defined) is shown where there is room for it."""
+
+    facts: tuple[tuple[str, str, bool], ...]
+    formula: str = ""
+
+
+LineStyle = Literal["quote", "notes", "list"]
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Sentences: ``quote`` (said of the result: verdicts, warnings; quoted in Markdown),
+    ``notes`` (what the input lacked or the reader left out; a bullet list in Markdown), ``list``
+    (items under ``title``, bulleted everywhere). With ``hanging``, lines after the first are
+    its continuation (indented in the terminal)."""
+
+    lines: tuple[str, ...]
+    style: LineStyle = "quote"
+    title: str = ""
+    hanging: bool = False
+
+
+@dataclass(frozen=True)
+class Details:
+    """Detail a reader opens on demand (folded in Markdown and HTML, shown in the terminal)."""
+
+    summary: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Figures written next to the report (paths relative to it); linked where a format can."""
+
+    paths: tuple[str, ...]
+
+
+Block = Table | Heading | Caption | Lines | Details | Figures
+
+
+@dataclass(frozen=True)
+class Document:
+    """A report: blocks in reading order (several results' documents can be concatenated)."""
+
+    blocks: tuple[Block, ...] = field(default_factory=tuple)
+
+    def __add__(self, other: Document) -> Document:
+        return Document(self.blocks + other.blocks)

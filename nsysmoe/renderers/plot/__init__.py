@@ -1,0 +1,67 @@
+"""Figures for reports: a per-GPU timeline of one steady iteration, the A/B time breakdown, and
+communication per rank. They draw what :mod:`nsysmoe.measure.lanes` and the analyses measured;
+nothing here classifies or measures.
+
+The tables say *how much* communication the compute hid; these figures show *where* (timeline),
+*what the time was spent on* (breakdown, exact parts that add up to the span) and *which rank*
+lags (ranks). matplotlib is imported inside the functions, so it stays an optional dependency and
+costs the CLI nothing, and only :class:`matplotlib.figure.Figure` objects on an Agg canvas are
+used, never pyplot's global state, so figures draw headless and in worker processes in parallel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nsysmoe.renderers.plot.breakdown import breakdown_figure
+from nsysmoe.renderers.plot.ranks import ranks_figure
+from nsysmoe.renderers.plot.timeline import timeline_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: (file stem, figure maker): makers, not figures, so each figure is drawn only when its turn
+#: comes and dropped after it is saved (a 64-rank run never holds 64 timelines in memory)
+FigureJob = tuple[str, Callable[[], "Figure"]]
+
+
+def slug(path: str) -> str:
+    """The file name without its trace extension, safe in a file name and a Markdown link."""
+    stem = re.sub(r"\.(sqlite|nsys-rep|json(\.gz)?)$", "", Path(path).name)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") or "trace"
+
+
+def write_figures(
+    outdir: Path, jobs: Sequence[FigureJob], formats: Sequence[str] = ("png", "svg")
+) -> list[Path]:
+    """Draw and write each figure into ``outdir`` (created), one file per format; stems that
+    would collide get ``-2``, ``-3``… Returns the written paths."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written, used = [], set()
+    for stem, make in jobs:
+        name, k = stem, 1
+        while name in used:
+            k += 1
+            name = f"{stem}-{k}"
+        used.add(name)
+        written += _save(make(), outdir, name, formats)
+    return written
+
+
+def _save(fig: Figure, outdir: Path, name: str, formats: Sequence[str]) -> list[Path]:
+    """``fig`` as ``outdir/name.<fmt>`` per format, the SVG without its creation date."""
+    written = []
+    for fmt in formats:
+        path = outdir / f"{name}.{fmt}"
+        # no creation date in the SVG, so regenerated plots diff only where they changed
+        meta = {"Date": None} if fmt == "svg" else None
+        fig.savefig(path, format=fmt, dpi=110, metadata=meta)
+        written.append(path)
+    return written
+
+
+__all__ = ["breakdown_figure", "ranks_figure", "slug", "timeline_figure", "write_figures"]

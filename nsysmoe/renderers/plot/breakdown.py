@@ -1,0 +1,94 @@
+"""A/B stacked bars of where the window's GPU time went, all GPUs summed: the parts
+:func:`nsysmoe.measure.lanes.breakdown` measured, disjoint and adding up to the span."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from nsysmoe.renderers.plot.common import (
+    COLORS,
+    PART_HELP,
+    WIDTH,
+    figure,
+    grid,
+    ms_label,
+    patch,
+    pct_label,
+)
+from nsysmoe.results import Comparison, Side
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def breakdown_figure(comparison: Comparison, parts: dict[str, dict[str, int]]) -> Figure:
+    """Each bar is the span (first to last GPU work, per GPU, summed); the parts (per side label,
+    in drawing order) are disjoint, so a shorter bar is a faster window and a shrinking red part
+    is communication that got hidden. Values too small to label inside their segment are in the
+    legend, which lists every part."""
+    sides = (comparison.off, comparison.on)
+    order = list(parts[sides[0].label])
+    used = [p for p in order if any(parts[s.label][p] for s in sides)]
+    fig = figure(WIDTH, 4.6)
+    ax = fig.add_subplot()
+    longest = max(sum(parts[s.label].values()) for s in sides) / 1e6 or 1.0
+    for y, side in enumerate(sides):
+        _stacked_bar(ax, y, parts[side.label], used, longest)
+    ax.set_yticks(range(len(sides)), [_side_label(s) for s in sides], fontsize=9.5)
+    ax.invert_yaxis()  # off on top, as in the tables
+    ax.set_xlim(0, longest * 1.14)  # room for the span label
+    ax.set_xlabel("GPU time in the analysed window (ms, summed over GPUs)")
+    grid(ax, "x")
+    _legend(fig, parts, used, sides)
+    fig.suptitle("Where the GPU time went, overlap " + " vs ".join(s.label for s in sides)
+                 + "\n" + _wrap_windows(sides), fontsize=10.5)  # fmt: skip
+    return fig
+
+
+def _stacked_bar(ax: Axes, y: int, values: dict[str, int], used: list[str], longest: float) -> None:
+    """One side's bar, parts left to right, then its span to the right of it.
+
+    A part is labelled inside only when at least 7 % of the longest bar, so labels never spill
+    over their segment; the legend carries every value anyway.
+    """
+    left = 0.0
+    for part in used:
+        width = values[part] / 1e6
+        ax.barh(y, width, left=left, height=0.6, color=COLORS[part], edgecolor="white",
+                linewidth=0.8)  # fmt: skip
+        if width >= 0.07 * longest:
+            ax.text(left + width / 2, y, ms_label(width * 1e6), ha="center", va="center",
+                    fontsize=9, color="black" if part == "idle" else "white")  # fmt: skip
+        left += width
+    ax.text(left + 0.01 * longest, y, f"span {ms_label(left * 1e6)}", va="center", fontsize=9)
+
+
+def _legend(fig: Figure, parts: dict[str, dict[str, int]], used: list[str],
+            sides: Sequence[Side]) -> None:  # fmt: skip
+    """Every used part with its value per side (off → on), so parts too thin to label in the
+    bars are still readable."""
+    handles = [
+        patch(p, f"{PART_HELP[p]}: " + " → ".join(ms_label(parts[s.label][p]) for s in sides))
+        for p in used
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8.5, frameon=False,
+               title=f"values: {' → '.join(s.label for s in sides)}",
+               title_fontsize=8.5)  # fmt: skip
+
+
+def _side_label(side: Side) -> str:
+    n = len(side.analysis.gpus)
+    hidden = pct_label(side.analysis.totals.hidden_pct)
+    return f"overlap {side.label}\n{hidden} of comm hidden\n{n} GPU{'s' if n != 1 else ''}"
+
+
+def _wrap_windows(sides: Sequence[Side]) -> str:
+    texts = [s.analysis.window_text for s in sides]
+    if len(set(texts)) == 1:
+        line = f"window (both sides): {texts[0]}"
+    else:
+        line = "; ".join(f"window {s.label}: {t}" for s, t in zip(sides, texts, strict=True))
+    return "\n".join(textwrap.wrap(line, 130))

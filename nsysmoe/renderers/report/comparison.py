@@ -1,0 +1,130 @@
+"""The A/B report: the side-by-side table, the window, contract, verdicts, top changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nsysmoe.renderers.cells import count, ms, pct, shorten, source_text
+from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
+from nsysmoe.renderers.report.trace import iteration_table, notes, warmup_hint
+from nsysmoe.results import Comparison, MetricRow, Verdict
+
+
+def value(row: MetricRow, v: float | int | None) -> str:
+    if row.unit == "pct":
+        return pct(v)
+    return count(v) if row.unit == "count" else ms(v)
+
+
+def delta(row: MetricRow) -> tuple[str, str]:
+    d = row.delta
+    if d is None:
+        return "–", "–"
+    if row.unit == "pct":
+        return f"{d:+.2f} pp", "–"
+    text = f"{d:+,}" if row.unit == "count" else f"{d / 1e6:+,.3f}"
+    return text, "–" if row.delta_pct is None else f"{row.delta_pct:+.1f} %"
+
+
+def metric_table(
+    rows: Sequence[MetricRow], verdicts: Sequence[Verdict], *, scope: str = "all GPUs"
+) -> Table:
+    """Off / on / Δ / Δ % / verdict per metric row (one A/B, or the sum over rank pairs)."""
+    outcome = {v.key: v.outcome for v in verdicts}
+    units = {"ns": " (ms)", "pct": "", "count": ""}
+    cells = tuple(
+        (r.label + units[r.unit], value(r, r.off), value(r, r.on), *delta(r),
+         outcome.get(r.key, ""))
+        for r in rows
+    )  # fmt: skip
+    header = (f"metric ({scope})", "off", "on", "Δ", "Δ %", "verdict")
+    return Table(f"Overlap off vs on, {scope}", header, cells,
+                 (False, True, True, True, True, False))  # fmt: skip
+
+
+def contract_table(c: Comparison) -> Table:
+    rows = tuple(
+        (ch.name, ch.off, ch.on, "ok" if ch.ok else "DIFFERS", shorten(ch.detail, 110))
+        for ch in c.contract.checks
+    )
+    title = "Measurement contract: " + ("matched" if c.contract.matched else "NOT matched")
+    return Table(title, ("check", "off", "on", "", "detail"), rows, (False,) * 5)
+
+
+def verdict_lines(c: Comparison) -> list[str]:
+    caveat = "" if c.contract.matched else " [contract not matched]"
+    out = []
+    for v in c.verdicts:
+        change = "n/a" if v.change is None else f"{v.change:+.2f} {v.unit}"
+        out.append(f"{v.label}: {v.outcome}{caveat} ({change}; noise floor ±{v.noise:.2f} "
+                   f"{v.unit}, {v.noise_source})")  # fmt: skip
+    return out
+
+
+def per_gpu_table(c: Comparison) -> Table:
+    """GPUs paired by position (pids differ between runs)."""
+    rows = tuple(
+        (str(r["gpu"]), f"{r['pid_off']}:{r['device_off']} ↔ {r['pid_on']}:{r['device_on']}",
+         pct(r["hidden_pct_off"]), pct(r["hidden_pct_on"]), ms(r["exposed_ns_off"]),
+         ms(r["exposed_ns_on"]), ms(r["comm_gemm_attn_ns_off"]), ms(r["comm_gemm_attn_ns_on"]))
+        for r in c.per_gpu.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("#", "pid:device off ↔ on", "hidden % off", "on", "exposed ms off", "on",
+              "comm∩GEMM/attn ms off", "on")  # fmt: skip
+    return Table("Per GPU", header, rows, (False, False) + (True,) * 6)
+
+
+def kernel_change_table(c: Comparison) -> Table:
+    rows = tuple(
+        (shorten(r["name"], 80), r["class"], count(r["count_off"]), count(r["count_on"]),
+         ms(r["sum_ns_off"]), ms(r["sum_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
+        for r in c.kernel_changes.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("kernel", "class", "n off", "n on", "sum off ms", "sum on ms", "Δ ms")
+    return Table("Top kernel changes (sum of durations)", header, rows,
+                 (False, False) + (True,) * 5)  # fmt: skip
+
+
+def nvtx_change_table(c: Comparison) -> Table:
+    rows = tuple(
+        (shorten(r["name"], 80), count(r["count_off"]), count(r["count_on"]),
+         ms(r["total_ns_off"]), ms(r["total_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
+        for r in c.nvtx_changes.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("NVTX range (CPU side, normalised)", "n off", "n on", "off ms", "on ms", "Δ ms")
+    return Table("Top NVTX range changes", header, rows, (False,) + (True,) * 5)
+
+
+def document(c: Comparison) -> Document:
+    a, b = c.off.analysis, c.on.analysis
+    head = (
+        f"off: {source_text(a)}",
+        f"on:  {source_text(b)}",
+        f"window: off {a.window_text}; on {b.window_text}",
+        f"dispatcher: off {c.off.dispatcher}; on {c.on.dispatcher}",
+    )
+    blocks: list[Block] = [
+        Heading("nsysmoe A/B: overlap off vs on"),
+        Lines(head),
+        metric_table(c.rows, c.verdicts),
+        Lines(tuple(verdict_lines(c))),
+        contract_table(c),
+    ]
+    if not c.contract.matched:
+        blocks.append(Lines((f"WARNING: {c.contract.summary()}",)))
+    hints = tuple(f"{label}: {h}" for label, side in (("off", a), ("on", b))
+                  for h in warmup_hint(side))  # fmt: skip
+    if hints:
+        blocks.append(Lines(hints))
+    if len(c.per_gpu) > 1:
+        blocks.append(per_gpu_table(c))
+    side_notes = tuple(f"{label}: {n}" for label, side in (("off", a), ("on", b))
+                       for n in notes(side) if not n.startswith("hint:"))  # fmt: skip
+    if side_notes:
+        blocks.append(Lines(side_notes))
+    blocks += [kernel_change_table(c), nvtx_change_table(c)]
+    for side in (a, b):
+        if not side.iterations.is_empty():
+            t = iteration_table(side)
+            blocks.append(Table(f"{t.title} — {side.path}", t.header, t.rows, t.right))
+    return Document(tuple(blocks))

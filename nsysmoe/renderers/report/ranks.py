@@ -1,0 +1,99 @@
+"""Reports for many ranks: the per-rank table, the spread, stragglers, failures; and the summed
+A/B of two runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nsysmoe.renderers.cells import count, ms, pct
+from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
+from nsysmoe.renderers.report.comparison import metric_table
+from nsysmoe.results import Failure, RanksAnalysis, RanksComparison
+
+TOP_RANKS = 64
+
+
+def rank_table(run: RanksAnalysis) -> Table:
+    header = ("rank (file:pid:device)", "kernels", "step ms", "comm ms", "hidden %",
+              "exposed ms", "idle ms")  # fmt: skip
+    rows = tuple(
+        (r["rank"], count(r["kernels"]), ms(r["step_ns"]), ms(r["comm_ns"]), pct(r["hidden_pct"]),
+         ms(r["exposed_ns"]), ms(r["idle_ns"]))
+        for r in run.ranks.head(TOP_RANKS).iter_rows(named=True)
+    )  # fmt: skip
+    more = f" (first {TOP_RANKS} of {len(run.ranks)})" if len(run.ranks) > TOP_RANKS else ""
+    return Table(f"Per rank{more}", header, rows, (False,) + (True,) * 6)
+
+
+def spread_table(run: RanksAnalysis) -> Table:
+    def fmt(metric: str, v: float) -> str:
+        return pct(v) if metric.endswith("pct") else ms(round(v))
+
+    rows = tuple(
+        (r["metric"], fmt(r["metric"], r["median"]), fmt(r["metric"], r["min"]), r["min_rank"],
+         fmt(r["metric"], r["max"]), r["max_rank"])
+        for r in run.spread.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("metric (ms unless %)", "median", "min", "min rank", "max", "max rank")
+    return Table("Across ranks", header, rows, (False, True, True, False, True, False))
+
+
+def straggler_lines(run: RanksAnalysis) -> list[str]:
+    s = run.stragglers
+    out = []
+    if "by_step_time" in s:
+        b = s["by_step_time"]
+        out.append(f"straggler by step time: {b['rank']} ({ms(round(b['step_ns']))} ms, "
+                   f"{b['vs_median_pct']:+.1f} % vs median)")  # fmt: skip
+    if "by_comm_wait" in s:
+        b = s["by_comm_wait"]
+        wait = ms(round(b["others_wait_up_to_ns"]))
+        out.append(
+            f"straggler by communication wait: {b['rank']} has the least communication "
+            f"({ms(round(b['comm_ns']))} ms); others wait up to {wait} ms more in collectives"
+        )
+    if len(run.ranks) < 2:
+        return ["one rank: no straggler to find"]
+    return out or ["no straggler: ranks agree"]
+
+
+def failure_lines(failures: Sequence[Failure]) -> tuple[str, ...]:
+    return tuple(f"FAILED {f.path}: {f.error}" for f in failures)
+
+
+def document(run: RanksAnalysis) -> Document:
+    head = f"{len(run.analyses)} traces, {len(run.ranks)} ranks"
+    if run.analyses:
+        head += f"; window: {run.analyses[0].window_text}"
+    blocks: list[Block] = [Heading("nsysmoe: many ranks"), Lines((head,))]
+    if run.analyses:
+        blocks += [rank_table(run), spread_table(run), Lines(tuple(straggler_lines(run)))]
+    if run.failures:
+        blocks.append(Lines(failure_lines(run.failures)))
+    return Document(tuple(blocks))
+
+
+def pair_table(rc: RanksComparison) -> Table:
+    rows = tuple(
+        (f"{r['off']} ↔ {r['on']}", pct(r["hidden_pct_off"]), pct(r["hidden_pct_on"]),
+         ms(r["exposed_ns_off"]), ms(r["exposed_ns_on"]), ms(r["step_ns_off"]),
+         ms(r["step_ns_on"]), "ok" if r["matched"] else "DIFFERS")
+        for r in rc.per_rank.iter_rows(named=True)
+    )  # fmt: skip
+    header = ("rank pair", "hidden % off", "on", "exposed ms off", "on", "step ms off", "on",
+              "contract")  # fmt: skip
+    return Table("Per rank pair", header, rows, (False,) + (True,) * 6 + (False,))
+
+
+def comparison_document(rc: RanksComparison) -> Document:
+    status = "matched" if rc.matched else "NOT matched"
+    blocks: list[Block] = [
+        Heading("nsysmoe A/B: many ranks"),
+        Lines((f"{len(rc.pairs)} rank pairs; measurement contract: {status}",)),
+    ]
+    blocks += [Lines(("WARNING: " + n,)) for n in rc.contract_notes]
+    if rc.pairs:
+        blocks += [metric_table(rc.rows, rc.verdicts, scope="all ranks"), pair_table(rc)]
+    if rc.failures:
+        blocks.append(Lines(failure_lines(rc.failures)))
+    return Document(tuple(blocks))

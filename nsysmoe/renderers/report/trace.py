@@ -1,0 +1,148 @@
+"""The report of one trace: per-GPU table, the wall, kernel classes, iterations, NVTX, notes."""
+
+from __future__ import annotations
+
+from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, source_text, window_text
+from nsysmoe.renderers.document import Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.results import TraceAnalysis
+
+TOP_NVTX = 15
+WARMUP_FACTOR = 1.1  # a first iteration this much slower than the median looks like warm-up
+FORMULA = "hidden % = |⋃comm ∩ ⋃compute| / |⋃comm|, per GPU, exact to the ns"
+
+
+def document(a: TraceAnalysis) -> Document:
+    blocks = [
+        Heading("nsysmoe:", code=source_text(a), terminal=f"nsysmoe: {source_text(a)}"),
+        Caption((("window", window_text(a), False), ("rules", a.rules_source, True)), FORMULA),
+        gpu_table(a),
+        Lines(tuple(wall_lines(a)), hanging=True),
+        Details("Kernel classes", (class_table(a),)),
+        *optional_tables(a),
+    ]
+    if notes(a):
+        blocks.append(Lines(tuple(notes(a)), style="notes"))
+    return Document(tuple(blocks))
+
+
+def gpu_table(a: TraceAnalysis) -> Table:
+    header = ("GPU", "kernels", "span ms", "active ms", "idle ms", "comm ms", "hidden ms",
+              "exposed ms", "hidden %", "comm∩GEMM/attn ms")  # fmt: skip
+    rows = tuple(
+        (gpu_label(r), count(r["kernels"]), ms(r["span_ns"]), ms(r["active_ns"]),
+         ms(r["idle_ns"]), ms(r["comm_ns"]), ms(r["hidden_ns"]), ms(r["exposed_ns"]),
+         pct(r["hidden_pct"]), ms(r["comm_gemm_attn_ns"]))
+        for r in a.gpus.iter_rows(named=True)
+    )  # fmt: skip
+    return Table("Communication hidden by compute, per GPU", header, rows,
+                 (False,) + (True,) * (len(header) - 1))  # fmt: skip
+
+
+def class_table(a: TraceAnalysis) -> Table:
+    header = ("GPU", "class", "kernels", "sum of durations ms", "union ms")
+    labels = {(r["pid"], r["device"]): gpu_label(r) for r in a.gpus.iter_rows(named=True)}
+    rows = tuple(
+        (labels.get((r["pid"], r["device"]), ""), r["class"], count(r["count"]), ms(r["sum_ns"]),
+         ms(r["union_ns"]))
+        for r in a.classes.iter_rows(named=True)
+        if r["count"]
+    )  # fmt: skip
+    return Table("Kernel classes (sum of durations is not wall time; union is)", header, rows,
+                 (False, False, True, True, True))  # fmt: skip
+
+
+def nvtx_table(a: TraceAnalysis, top: int = TOP_NVTX) -> Table:
+    header = ("NVTX range (CPU side)", "count", "total ms")
+    rows = tuple(
+        (r["name"], count(r["count"]), ms(r["total_ns"]))
+        for r in a.nvtx.head(top).iter_rows(named=True)
+    )
+    more = len(a.nvtx) - top
+    title = "NVTX ranges by total CPU-side duration"
+    if more > 0:
+        title += f" (top {top} of {len(a.nvtx)}; --format json lists all)"
+    return Table(title, header, rows, (False, True, True))
+
+
+def unclassified_table(a: TraceAnalysis) -> Table:
+    header = ("unclassified kernel name", "count", "sum ms")
+    rows = tuple(
+        (shorten(r["name"]), count(r["count"]), ms(r["sum_ns"]))
+        for r in a.unclassified.iter_rows(named=True)
+    )
+    return Table("Busiest kernels no rule recognised (extend with --rules FILE)", header, rows,
+                 (False, True, True))  # fmt: skip
+
+
+def iteration_table(a: TraceAnalysis) -> Table:
+    header = ("iteration", "step ms", "comm ms", "hidden ms", "exposed ms", "hidden %", "idle ms")
+    rows = tuple(
+        (str(r["step"]), ms(r["step_ns"]), ms(r["comm_ns"]), ms(r["hidden_ns"]),
+         ms(r["exposed_ns"]), pct(r["hidden_pct"]), ms(r["idle_ns"]))
+        for r in a.iterations.iter_rows(named=True)
+    )  # fmt: skip
+    where = "GPU" if a.step_timeline == "gpu" else "CPU"
+    title = f"Per iteration (all GPUs together; step = {where} period)"
+    return Table(title, header, rows, (False,) + (True,) * 6)
+
+
+def wall_lines(a: TraceAnalysis) -> list[str]:
+    """The verdict, then its evidence, thresholds, knobs (and GPUs that disagree), each a line."""
+    w = a.wall
+    ev, th = w.evidence, w.thresholds
+    lines = [
+        f"Dominant wall: {w.wall} — {w.reason}",
+        f"evidence: exposed comm {ms(ev.get('exposed_comm_ns'))} ms "
+        f"({pct(ev.get('exposed_comm_pct_of_span'))} of span), idle {ms(ev.get('idle_ns'))} ms "
+        f"({pct(ev.get('idle_pct_of_span'))} of span), memory: {memory_text(ev)}",
+        f"thresholds: exposed comm ≥ {th['exposed_comm_pct_of_span']:g} % of span, idle ≥ "
+        f"{th['idle_pct_of_span']:g} % of span, peak memory ≥ {th['memory_peak_pct']:g} %",
+        "knobs: " + "; ".join(w.knobs),
+    ]
+    if len({v.wall for v in a.gpu_walls}) > 1:
+        lines.append("per GPU: " + ", ".join(
+            f"{gpu_label(r)}: {v.wall}"
+            for r, v in zip(a.gpus.iter_rows(named=True), a.gpu_walls, strict=True)
+        ))  # fmt: skip
+    return lines
+
+
+def memory_text(ev: dict) -> str:
+    if "peak_allocated_bytes" in ev:
+        pct_text = pct(ev.get("peak_memory_pct"))
+        return f"peak {ev['peak_allocated_bytes'] / 2**30:,.2f} GiB ({pct_text} of GPU memory)"
+    return str(ev.get("memory_usage", "not captured"))
+
+
+def optional_tables(a: TraceAnalysis) -> list[Table]:
+    """The tables a report shows only when the trace has that data."""
+    tables = []
+    if not a.iterations.is_empty():
+        tables.append(iteration_table(a))
+    if not a.nvtx.is_empty():
+        tables.append(nvtx_table(a))
+    if not a.unclassified.is_empty():
+        tables.append(unclassified_table(a))
+    return tables
+
+
+def warmup_hint(a: TraceAnalysis) -> list[str]:
+    """Say so when the first measured iteration is still slow (warm-up left in the window)."""
+    it = a.iterations
+    if len(it) < 3 or not a.window.bounded:
+        return []
+    first, median = int(it["step_ns"][0]), float(it["step_ns"].median())
+    if first <= WARMUP_FACTOR * median:
+        return []
+    slower = 100.0 * (first / median - 1)
+    return [f"hint: iteration {it['step'][0]} is {slower:.0f} % slower than the median "
+            "iteration: warm-up may still be in the window (--skip N)"]  # fmt: skip
+
+
+def notes(a: TraceAnalysis) -> list[str]:
+    """What the trace did not capture, what the reader left out, and window hints."""
+    return (
+        [f"{k}: {v}" for k, v in a.not_captured.items()]
+        + [f"warning: {w}" for w in a.warnings]
+        + warmup_hint(a)
+    )

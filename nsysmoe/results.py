@@ -1,0 +1,472 @@
+"""Every result type: frozen data plus provenance, each with ``to_dict()`` (the JSON body) and
+``to_polars()`` where a table is the natural view. Results import no renderer: ``nsysmoe.renderers``
+turns them into text, never the reverse.
+
+One line of a stage's flow per type: a trace's :class:`TraceAnalysis` (per GPU, per iteration,
+the wall), an A/B's :class:`Comparison` of two :class:`Side` s, many ranks' :class:`RanksAnalysis`
+and the A/B of two such runs, :class:`RanksComparison`, another tool's view, :class:`CompatResult`,
+and the figure data :class:`Timeline`. Longer than most modules because it is the one home of
+the data model's outputs (a reason the layout states: one hop to any result type).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import polars as pl
+
+from nsysmoe.intervals import IntervalSet
+from nsysmoe.model import ClassifiedTrace, SourceFormat, Window
+
+Wall = Literal["memory", "communication", "host overhead", "compute"]
+Unit = Literal["ns", "pct", "count"]
+Better = Literal["lower", "higher"]
+Outcome = Literal["improvement", "regression", "no change", "n/a"]
+StepTimeline = Literal["gpu", "cpu", "none"]
+Evidence = dict[str, float | int | str | None]
+
+#: Per-iteration table: one row per kept iteration, all GPUs of the trace together.
+ITERATION_SCHEMA = {
+    "step": pl.Int64,
+    "start_ns": pl.Int64,  # GPU start of the iteration (earliest process)
+    "end_ns": pl.Int64,  # GPU end of the iteration's window (latest process)
+    "step_ns": pl.Int64,  # GPU period (median over processes)
+    "comm_ns": pl.Int64,
+    "hidden_ns": pl.Int64,
+    "exposed_ns": pl.Int64,
+    "hidden_pct": pl.Float64,
+    "idle_ns": pl.Int64,  # per GPU: the iteration window's length − active time, summed
+}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One input (a path, or a pair of paths) that could not be analysed, and why."""
+
+    path: str
+    error: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "error": self.error}
+
+
+@dataclass(frozen=True)
+class WallVerdict:
+    """Which of the Three Walls holds a GPU back, with the evidence, thresholds and knobs."""
+
+    wall: Wall
+    reason: str
+    evidence: Evidence
+    thresholds: dict[str, float]
+    knobs: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"wall": self.wall, "reason": self.reason, "evidence": self.evidence,
+                "thresholds": self.thresholds, "knobs": list(self.knobs)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Totals:
+    """All GPUs of an analysis together: durations summed over GPUs, hidden % from the sums."""
+
+    span_ns: int
+    active_ns: int
+    idle_ns: int
+    comm_ns: int
+    compute_ns: int
+    hidden_ns: int
+    exposed_ns: int
+    hidden_pct: float | None
+    comm_gemm_attn_ns: int
+    kernels: int
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Detected iterations per process (:data:`nsysmoe.measure.steps.STEP_SCHEMA`); ``timeline``
+    says whether they were mapped onto the GPU or, without CUDA API rows, left on the CPU."""
+
+    table: pl.DataFrame
+    pattern: str
+    timeline: StepTimeline
+
+    @property
+    def numbers(self) -> list[int]:
+        """Step numbers complete in every process that has them."""
+        done = self.table.group_by("step").agg(pl.col("complete").all())
+        return sorted(done.filter(pl.col("complete"))["step"].to_list())
+
+    @property
+    def truncated(self) -> list[int]:
+        """Last steps left out because the capture ended before they did."""
+        return sorted(self.table.filter(~pl.col("complete"))["step"].unique().to_list())
+
+
+@dataclass(frozen=True)
+class TraceAnalysis:
+    """Everything ``nsysmoe analyze`` measured on one trace.
+
+    ``gpus``: one row per GPU (pid, device, gpu_name and the metrics of
+    :mod:`nsysmoe.measure.overlap`); ``classes``: per (pid, device, class) count/sum_ns/union_ns;
+    ``nvtx``: CPU-side range totals (name, style, count, total_ns, min_ns, max_ns);
+    ``unclassified``: busiest kernel names no rule recognised (name, count, sum_ns);
+    ``iterations``: per-iteration step time and communication (:data:`ITERATION_SCHEMA`);
+    ``totals``: all GPUs together; ``source``: the classified trace it was measured on (for
+    A/B facts and figures; ``None`` once detached to travel between processes).
+    """
+
+    path: str
+    source_format: SourceFormat
+    schema_version: str | None
+    product_version: str | None
+    window: Window
+    cpu_window: Window
+    window_text: str
+    rules_source: str
+    gpus: pl.DataFrame
+    classes: pl.DataFrame
+    nvtx: pl.DataFrame
+    unclassified: pl.DataFrame
+    iterations: pl.DataFrame
+    step_timeline: StepTimeline
+    gpu_walls: tuple[WallVerdict, ...]
+    wall: WallVerdict
+    totals: Totals
+    not_captured: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
+
+    def to_polars(self) -> pl.DataFrame:
+        """The per-GPU table (one row per (pid, device))."""
+        return self.gpus
+
+    def to_dict(self) -> dict[str, object]:
+        classes = self.classes.partition_by("pid", "device", as_dict=True)
+        gpus = []
+        for row, wall in zip(self.gpus.iter_rows(named=True), self.gpu_walls, strict=True):
+            per_class = classes.get((row["pid"], row["device"]))
+            row["classes"] = {
+                c["class"]: {"count": c["count"], "sum_ns": c["sum_ns"], "union_ns": c["union_ns"]}
+                for c in (per_class.iter_rows(named=True) if per_class is not None else [])
+            }
+            row["wall"] = wall.to_dict()
+            gpus.append(row)
+        return {
+            "path": self.path,
+            "format": self.source_format,
+            "schema_version": self.schema_version,
+            "product_version": self.product_version,
+            "window": {
+                "start_ns": self.window.start_ns,
+                "end_ns": self.window.end_ns,
+                "description": self.window_text,
+                "cpu_start_ns": self.cpu_window.start_ns,
+                "cpu_end_ns": self.cpu_window.end_ns,
+            },
+            "rules": self.rules_source,
+            "gpus": gpus,
+            "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
+            "wall": self.wall.to_dict(),
+            "unclassified": self.unclassified.to_dicts(),
+            "iterations": self.iterations.to_dicts(),
+            "iteration_timeline": self.step_timeline,
+            "not_captured": self.not_captured,
+            "warnings": list(self.warnings),
+        }
+
+
+# --- A/B ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Side:
+    """An analysed trace over its window, with window-limited facts for the comparison.
+
+    ``kernel_names``: name, count, sum_ns, class (kernels in the window);
+    ``compute_kernels``: class, count, sum_ns, median_ns for GEMM and attention;
+    ``nvtx``: normalised name, count, total_ns (CPU side) of ranges in the window;
+    ``phases_gpu``: MoE/NCCL phase ranges in the window projected onto the GPU — normalised name,
+    count, busy_total_ns (Σ per-range exact union), gpu_span_total_ns, kernels, comm_ns,
+    compute_ns, hidden_ns (see :mod:`nsysmoe.measure.projection`).
+    """
+
+    label: str
+    analysis: TraceAnalysis
+    kernel_names: pl.DataFrame
+    compute_kernels: pl.DataFrame
+    nvtx: pl.DataFrame
+    phases_gpu: pl.DataFrame
+    gpu_models: tuple[str, ...]
+    ranks: int
+    dispatcher: str
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One compared quantity; ``unit`` "pct" is a percentage, its Δ in points."""
+
+    key: str
+    label: str
+    unit: Unit
+    off: float | int | None
+    on: float | int | None
+    better: Better | None = None  # None: no direction
+    note: str = ""
+
+    @property
+    def delta(self) -> float | int | None:
+        return None if self.off is None or self.on is None else self.on - self.off
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.delta is None or not self.off or self.unit == "pct":
+            return None
+        return 100.0 * self.delta / self.off
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "key": self.key, "label": self.label, "unit": self.unit, "off": self.off,
+            "on": self.on, "delta": self.delta, "delta_pct": self.delta_pct,
+            "better": self.better, "note": self.note,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Improvement, regression or no change of one metric against its noise floor; ``change``
+    and ``noise`` are in ``unit``: "%" (relative change) or "pp" (points, for percentages)."""
+
+    key: str
+    label: str
+    outcome: Outcome
+    change: float | None
+    noise: float
+    noise_source: str
+    unit: Literal["%", "pp"] = "%"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"metric": self.key, "label": self.label, "outcome": self.outcome,
+                "change": self.change, "noise_floor": self.noise,
+                "noise_source": self.noise_source}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Check:
+    """One clause of the measurement contract: both sides' values and whether they agree."""
+
+    name: str
+    off: str
+    on: str
+    ok: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"check": self.name, "off": self.off, "on": self.on, "ok": self.ok,
+                "detail": self.detail}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The measurement contract: matched when every check agrees."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def matched(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+    def summary(self) -> str:
+        if self.matched:
+            return "matched: " + ", ".join(c.name for c in self.checks) + " agree"
+        return "NOT matched: " + "; ".join(f"{c.name} differs ({c.detail or c.off + ' vs ' + c.on})"
+                                           for c in self.failures)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A/B of two traces: the metric rows, verdicts, contract, per-GPU pairs and top changes."""
+
+    off: Side
+    on: Side
+    contract: Contract
+    rows: tuple[MetricRow, ...]
+    verdicts: tuple[Verdict, ...]
+    per_gpu: pl.DataFrame
+    kernel_changes: pl.DataFrame
+    nvtx_changes: pl.DataFrame
+
+    def to_polars(self) -> pl.DataFrame:
+        """The side-by-side metric table: key, label, unit, off, on, delta, delta_pct."""
+        return pl.DataFrame([r.to_dict() for r in self.rows])
+
+    def row(self, key: str) -> MetricRow:
+        return next(r for r in self.rows if r.key == key)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "off": self.off.analysis.to_dict(),
+            "on": self.on.analysis.to_dict(),
+            "contract": {
+                "matched": self.contract.matched,
+                "checks": [c.to_dict() for c in self.contract.checks],
+                "dispatcher": {"off": self.off.dispatcher, "on": self.on.dispatcher},
+            },
+            "metrics": [r.to_dict() for r in self.rows],
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "per_gpu": self.per_gpu.to_dicts(),
+            "kernel_changes": self.kernel_changes.to_dicts(),
+            "nvtx_changes": self.nvtx_changes.to_dicts(),
+        }
+
+
+# --- many ranks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RanksAnalysis:
+    """Many ranks of one run. ``ranks``: one row per GPU across all files (file, rank label, the
+    per-GPU metrics and the file's median step); ``spread``: per metric median/min/max across
+    ranks and which rank holds each; ``stragglers``: by step time and by communication wait."""
+
+    analyses: tuple[TraceAnalysis, ...]
+    failures: tuple[Failure, ...]
+    ranks: pl.DataFrame
+    spread: pl.DataFrame
+    stragglers: dict[str, dict[str, object]]
+
+    def to_polars(self) -> pl.DataFrame:
+        """The per-rank table."""
+        return self.ranks
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ranks": self.ranks.to_dicts(),
+            "spread": self.spread.to_dicts(),
+            "stragglers": self.stragglers,
+            "failures": [f.to_dict() for f in self.failures],
+            "traces": [a.to_dict() for a in self.analyses],
+        }
+
+
+@dataclass(frozen=True)
+class RanksComparison:
+    """A/B of two multi-rank runs: rank pairs compared one by one, then summed."""
+
+    pairs: tuple[Comparison, ...]
+    failures: tuple[Failure, ...]
+    rows: tuple[MetricRow, ...]
+    verdicts: tuple[Verdict, ...]
+    per_rank: pl.DataFrame
+    matched: bool
+    contract_notes: tuple[str, ...]
+
+    def to_polars(self) -> pl.DataFrame:
+        """The summed metric table over all rank pairs."""
+        return pl.DataFrame([r.to_dict() for r in self.rows])
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "matched": self.matched,
+            "contract_notes": list(self.contract_notes),
+            "metrics": [r.to_dict() for r in self.rows],
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "per_rank": self.per_rank.to_dicts(),
+            "failures": [f.to_dict() for f in self.failures],
+            "pairs": [p.to_dict() for p in self.pairs],
+        }
+
+
+# --- other tools, kernels, figures --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompatResult:
+    """Another tool's figure beside nsysmoe's default one, per GPU, with the reasons they differ.
+
+    ``gpus``: pid, device, hta_overlap_pct (HTA's rounded figure, NaN without communication),
+    hidden_pct (nsysmoe default, whole trace), diff_pp (hidden_pct − hta_overlap_pct),
+    hta_ratio (unrounded), hta_comm_us, hta_overlap_us, comm_ns, hidden_ns.
+    ``reasons``: one line per convention that matters for this trace; ``explanation`` joins them.
+    """
+
+    path: str
+    tool: str
+    gpus: pl.DataFrame
+    conventions: tuple[str, ...]
+    reasons: tuple[str, ...]
+    explanation: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "gpus": self.gpus.to_dicts(), "reasons": list(self.reasons)}
+
+
+@dataclass(frozen=True)
+class CompatRun:
+    """``--compat``: one :class:`CompatResult` per trace of one job, with the tool's conventions."""
+
+    results: tuple[CompatResult, ...]
+
+    @property
+    def tool(self) -> str:
+        return self.results[0].tool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"tool": self.tool, "conventions": list(self.results[0].conventions),
+                "traces": [r.to_dict() for r in self.results]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    """``nsysmoe kernels``: kernel names by total time with their class (name, class, subclass,
+    count, sum_ns, mean_ns, pct_of_kernel_time), ``top`` of them shown (0 = all)."""
+
+    source: str
+    table: pl.DataFrame
+    top: int = 0
+
+    @property
+    def shown(self) -> pl.DataFrame:
+        return self.table if self.top <= 0 else self.table.head(self.top)
+
+    def to_polars(self) -> pl.DataFrame:
+        return self.table
+
+    def to_dict(self) -> dict[str, object]:
+        return {"trace": self.source, "kernels": self.shown.to_dicts()}
+
+
+@dataclass(frozen=True)
+class GpuLanes:
+    """One GPU's exact interval unions inside a timeline's interval, per lane."""
+
+    pid: int
+    device: int
+    gpu_name: str | None
+    comm: IntervalSet
+    exposed: IntervalSet
+    hidden: IntervalSet
+    gemm_attn: IntervalSet
+    other_compute: IntervalSet
+    copies: IntervalSet
+    idle: IntervalSet
+    hidden_pct: float | None  # of this GPU's communication in the interval
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Figure data of one trace: the lanes of its first GPUs over one iteration [lo_ns, hi_ns)
+    (``how`` says which and why), measured by :mod:`nsysmoe.measure.lanes`; ``hidden_pct`` is
+    over the drawn GPUs, so a title agrees with the lanes under it."""
+
+    path: str
+    lo_ns: int
+    hi_ns: int
+    how: str
+    gpus: tuple[GpuLanes, ...]
+    n_gpus: int
+    hidden_pct: float | None
