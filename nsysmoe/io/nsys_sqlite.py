@@ -7,20 +7,18 @@ Only integer columns and the strings actually referenced are read; names are joi
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import quote
 
 import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.bulk import DB_ERRORS, BulkReader
+from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
 from nsysmoe.model import Trace
+
+__all__ = ["SQLITE_MAGIC", "check_export", "read_nsys_sqlite"]
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -51,83 +49,6 @@ MEMCPY_KINDS = {
     12: "Unified DtoH",
     13: "Unified DtoD",
 }
-SQLITE_MAGIC = b"SQLite format 3\x00"
-MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
-
-
-def pid_of(col: str) -> pl.Expr:
-    """PID bits of a serialized GlobalId (schema doc §2)."""
-    return ((pl.col(col) // (1 << 24)) % (1 << 24)).cast(pl.Int64)
-
-
-def connect_readonly(path: Path) -> tuple[sqlite3.Connection, str]:
-    """Open an SQLite file so that nothing (not even a journal) can be written."""
-    if not path.exists():
-        raise NsysmoeError(f"{path}: no such file; check the path")
-    if path.is_dir():
-        raise NsysmoeError(f"{path}: is a directory; pass an .sqlite export file")
-    with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head != SQLITE_MAGIC:
-        raise NsysmoeError(
-            f"{path}: neither an SQLite export nor a profiler JSON trace; for an nsys report run "
-            "`nsys export --type sqlite -o REPORT.sqlite REPORT.nsys-rep` and pass REPORT.sqlite"
-        )
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False), uri
-
-
-class _Db:
-    """A read-only export plus its table/column catalogue; bulk reads go through BulkReader."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path, bulk: BulkReader):
-        self.conn = conn
-        self.path = path
-        self.bulk = bulk
-        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        self.tables = {r[0] for r in rows}
-        self._columns: dict[str, set[str]] = {}
-
-    def has(self, table: str) -> bool:
-        return table in self.tables
-
-    def columns(self, table: str) -> set[str]:
-        if table not in self._columns:
-            info = self.conn.execute(f'PRAGMA table_info("{table}")').fetchall()
-            self._columns[table] = {r[1] for r in info}
-        return self._columns[table]
-
-    def col(self, table: str, name: str, fallback: str = "NULL") -> str:
-        """The column if the table has it, else a SQL literal: missing optional columns degrade."""
-        return f'"{name}"' if name in self.columns(table) else fallback
-
-    def frame(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        return self.bulk.frame(sql, schema)
-
-    def small(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        """Small tables with nullable text (GPU info): row-wise sqlite3 is fine and type-safe."""
-        rows = self.conn.execute(sql).fetchall()
-        return pl.DataFrame(rows, schema=schema, orient="row")
-
-    def strings(self, ids: pl.Series) -> pl.DataFrame:
-        """StringIds rows for the given ids only: StringIds can hold millions of rows, while a
-        table's distinct name ids are usually a few thousand."""
-        unique = ids.drop_nulls().unique()
-        where = ""
-        if len(unique) <= MAX_ID_LIST:
-            where = " WHERE id IN (" + ",".join(map(str, unique.to_list())) + ")"
-        return self.frame(
-            f"SELECT id, coalesce(value, '') FROM StringIds{where}",
-            {"id": pl.Int64, "value": pl.String},
-        )
-
-    def metadata(self) -> dict[str, str]:
-        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.has(table):
-                return dict(self.conn.execute(f"SELECT name, value FROM {table}").fetchall())
-        return {}
-
-
 def read_nsys_sqlite(path: str | Path) -> Trace:
     """Read an nsys SQLite export into a :class:`~nsysmoe.model.Trace`.
 
@@ -136,7 +57,7 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
     release the GIL, so the two reads overlap on two cores.
     """
     path = Path(path)
-    with _opened(path) as db, ThreadPoolExecutor(max_workers=1) as pool:
+    with opened(path) as db, ThreadPoolExecutor(max_workers=1) as pool:
         check_export(db)
         nvtx = pool.submit(_read_nvtx_alone, path)
         trace = _read(db)
@@ -145,36 +66,14 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
     return replace(trace, nvtx=nvtx_table, not_captured=not_captured)
 
 
-@contextmanager
-def _opened(path: Path) -> Iterator[_Db]:
-    conn, uri = connect_readonly(path)
-    bulk = None
-    try:
-        bulk = BulkReader(uri, conn)
-        yield _Db(conn, path, bulk)
-    except DB_ERRORS as exc:  # raised here or in the caller's with-block
-        raise _corrupt(path, exc) from None
-    finally:
-        if bulk is not None:
-            bulk.close()
-        conn.close()
-
-
-def _corrupt(path: Path, exc: Exception) -> NsysmoeError:
-    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return NsysmoeError(
-        f"{path}: unreadable SQLite ({reason}); the file is truncated or corrupt, export it again"
-    )
-
-
 def _read_nvtx_alone(path: Path) -> tuple[pl.DataFrame, dict[str, str]]:
     """The NVTX table through its own connection (for the reading thread)."""
     missing: dict[str, str] = {}
-    with _opened(path) as db:
+    with opened(path) as db:
         return _read_nvtx(db, missing), missing
 
 
-def check_export(db: _Db) -> None:
+def check_export(db: Db) -> None:
     """An nsys export with kernel data, or a one-line error saying what it is instead."""
     nsys_markers = {"StringIds", KERNEL_TABLE, NVTX_TABLE, "META_DATA_EXPORT", "EXPORT_META_DATA"}
     if "StringIds" not in db.tables or not (db.tables & (nsys_markers - {"StringIds"})):
@@ -189,7 +88,7 @@ def check_export(db: _Db) -> None:
         )
 
 
-def _read(db: _Db) -> Trace:
+def _read(db: Db) -> Trace:
     """Everything but NVTX (see :func:`read_nsys_sqlite`)."""
     meta = db.metadata()
     not_captured: dict[str, str] = {}
@@ -226,7 +125,7 @@ def _clean_gpu_rows(df: pl.DataFrame, what: str, dropped: dict[str, int]) -> pl.
     return df.filter(~inverted & ~before)
 
 
-def _with_names(db: _Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFrame:
+def _with_names(db: Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFrame:
     """Replace StringIds id columns (``{id_col: out_col}``) by their strings."""
     ids = pl.concat([df[c] for c in id_cols]) if len(df) else pl.Series([], dtype=pl.Int64)
     strings = db.strings(ids)
@@ -244,7 +143,7 @@ GPU_ROW = {
 }  # fmt: skip
 
 
-def _read_kernels(db: _Db) -> pl.DataFrame:
+def _read_kernels(db: Db) -> pl.DataFrame:
     t = KERNEL_TABLE
     df = db.frame(
         f'SELECT start, "end", deviceId, streamId, {db.col(t, "correlationId")}, '
@@ -256,7 +155,7 @@ def _read_kernels(db: _Db) -> pl.DataFrame:
     return df.select(list(model.KERNEL_SCHEMA)).cast(model.KERNEL_SCHEMA)
 
 
-def _read_memops(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_memops(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     parts = []
     common = 'start, "end", deviceId, streamId, {corr}, {gpid}, bytes'
     schema = {**GPU_ROW, "bytes": pl.Int64}
@@ -281,7 +180,7 @@ def _read_memops(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
     return df.select(list(model.MEMOP_SCHEMA)).cast(model.MEMOP_SCHEMA)
 
 
-def _read_runtime(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     t = RUNTIME_TABLE
     if not db.has(t):
         not_captured["cuda_api"] = (
@@ -299,7 +198,7 @@ def _read_runtime(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
 
 
-def _read_nvtx(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_nvtx(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     t = NVTX_TABLE
     if not db.has(t):
         not_captured["nvtx"] = f"not captured (no {t} table; record with --trace=nvtx)"
@@ -346,7 +245,7 @@ def _read_nvtx(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
 
 
 def _read_gpus(
-    db: _Db, kernels: pl.DataFrame, memops: pl.DataFrame, not_captured: dict[str, str]
+    db: Db, kernels: pl.DataFrame, memops: pl.DataFrame, not_captured: dict[str, str]
 ) -> pl.DataFrame:
     """Name each (pid, device); TARGET_INFO_CUDA_DEVICE maps CUDA ordinals to GPUs when present."""
     keys = pl.concat([kernels.select("pid", "device"), memops.select("pid", "device")]).unique()
@@ -378,7 +277,7 @@ def _read_gpus(
     return out.select(list(model.GPU_SCHEMA)).cast(model.GPU_SCHEMA).sort("pid", "device")
 
 
-def _read_memory_events(db: _Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_memory_events(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     t = MEMORY_TABLE
     if not db.has(t):
         not_captured["memory_usage"] = (

@@ -23,46 +23,27 @@ import polars as pl
 from nsysmoe.intervals import IntervalSet
 from nsysmoe.measure.overlap import per_gpu
 from nsysmoe.model import ClassifiedTrace, Trace
+from nsysmoe.peers.hta_conventions import (
+    COMM,
+    COMM_RE,
+    COMPUTE,
+    HTA_CONVENTIONS,
+    LATE,
+    MEMORY,
+    MEMORY_RE,
+    NEITHER,
+    NO_LAUNCH,
+    NO_STEP,
+    NOT_COMPUTE_RE,
+    STEP_MARK,
+    TOOL,
+)
+from nsysmoe.peers.hta_reasons import reasons as why_differ
 from nsysmoe.results import CompatResult
 
-HTA_VERSION = "0.5.0"
-TOOL = f"HolisticTraceAnalysis {HTA_VERSION} TraceAnalysis.get_comm_comp_overlap"
+__all__ = ["HTA_CONVENTIONS", "compat_analysis", "hta_kernels", "hta_overlap",
+           "profiler_step_names"]  # fmt: skip
 
-#: One line per convention, for reports; paths are inside the HTA 0.5.0 wheel.
-HTA_CONVENTIONS: tuple[str, ...] = (
-    "one figure per rank (trace file): every stream and device of the process pooled, over the "
-    "whole loaded trace, no per-iteration averaging "
-    "(hta/analyzers/communication_analysis.py: get_comm_comp_overlap)",
-    "communication = kernel name matching ^nccl.*Kernel (ncclKernel_*, ncclDevKernel_*) and "
-    "nothing else, so DeepEP, NVSHMEM and custom all-reduce kernels count as computation "
-    "(hta/utils/utils.py: is_comm_kernel, get_kernel_type)",
-    "computation = every other kernel except names starting Memcpy/Memset/dma (memory) or "
-    "containing Memcpy or Sync (neither); memcpy/memset operations are memory and left out "
-    "(hta/utils/utils.py: is_memory_kernel, is_compute_kernel)",
-    "ns-resolution traces (float ts) are rounded inward to whole µs: start up, start+dur (in "
-    "double precision) down, so sub-µs kernels vanish or invert "
-    "(hta/common/trace_parser.py: round_down_time_stamps)",
-    "when the traces loaded together name two or more distinct ProfilerStep ranges, a kernel is "
-    "kept only if its launch (CPU event with the same correlation) starts before the rank's last "
-    "ProfilerStep starts: the last step and kernels whose launch is not in the trace are dropped; "
-    "with one or no ProfilerStep nothing is dropped "
-    "(hta/common/trace.py: Trace._filter_irrelevant_gpu_kernels)",
-    "ratio = |merged comm ∩ merged compute| / Σ merged comm intervals in integer µs; a sub-µs "
-    "comm kernel rounded to [t, t-1) that merges with nothing subtracts 1 µs from the total; "
-    "no communication gives NaN (hta/utils/utils.py: merge_kernel_intervals; "
-    "communication_analysis.py: get_comm_comp_overlap)",
-    "reported as round(100 × ratio, 2), numpy rounding (communication_analysis.py)",
-)
-
-STEP_MARK = "ProfilerStep"
-COMM, MEMORY, COMPUTE, NEITHER = "communication", "memory", "computation", "other"
-COMM_RE = r"^nccl.*Kernel"
-MEMORY_RE = r"^(?:Memcpy|Memset|dma)"
-NOT_COMPUTE_RE = r"^(?:nccl.*Kernel|.*Memcpy|Memset|.*Sync)"
-#: why HTA leaves a kernel out (column ``dropped_because`` of :func:`hta_kernels`)
-NO_LAUNCH = "no launch in the trace"
-LATE = "launched at or after the last ProfilerStep's start"
-NO_STEP = "its rank names no ProfilerStep"
 _EXACT_INT = 2**53  # below this an int64 converts to float64 exactly
 
 
@@ -150,7 +131,7 @@ def compat_analysis(
         "hidden_ns",
     )
     both = kernels.with_columns(classified["class"], classified["subclass"])
-    reasons = _reasons(trace, both, steps, gpus)
+    reasons = why_differ(trace, both, steps, gpus)
     text = "; ".join(reasons) if reasons else "no convention differs on this trace"
     return CompatResult(trace.path, TOOL, gpus, HTA_CONVENTIONS, reasons, text)
 
@@ -272,90 +253,3 @@ def _overlap_table(kernels: pl.DataFrame, keys: list[tuple[int, int]]) -> pl.Dat
     ranks = {pid: _rank_overlap(parts.get((pid,), kept.clear())) for pid in {p for p, _ in keys}}
     rows = [{"pid": pid, "device": device, **ranks[pid]} for pid, device in keys]
     return pl.DataFrame(rows, schema=OVERLAP_SCHEMA, orient="row")
-
-
-# --- why the two figures differ ----------------------------------------------------------------
-
-
-def _reasons(
-    trace: Trace, k: pl.DataFrame, steps: frozenset[str], gpus: pl.DataFrame
-) -> tuple[str, ...]:
-    """The conventions that move HTA's figure away from nsysmoe's on this trace, with counts."""
-    out: list[str] = []
-    if trace.source_format != "kineto-json":
-        out.append(
-            f"HTA reads only PyTorch profiler JSON; for this {trace.source_format} trace these are "
-            "the figures HTA would give on the same kernels exported at ns resolution"
-        )
-    is_comm = pl.col("class") == "comm"
-    for hta_type, sub in k.filter(is_comm & (pl.col("hta_type") != COMM)).group_by(
-        "hta_type", maintain_order=True
-    ):
-        out.append(
-            f"HTA counts {len(sub)} kernels nsysmoe classes as communication "
-            f"({_by_subclass(sub)}) as {hta_type[0]}: its only communication rule is {COMM_RE}"
-        )
-    extra = k.filter(~is_comm & (pl.col("hta_type") == COMM))
-    if len(extra):
-        out.append(
-            f"HTA counts {len(extra)} kernels matching {COMM_RE} as communication that nsysmoe "
-            f"classes as compute ({_by_subclass(extra)})"
-        )
-    left_out = k.filter(~is_comm & pl.col("hta_type").is_in([MEMORY, NEITHER]))
-    if len(left_out):
-        out.append(
-            f"HTA leaves out {len(left_out)} kernels named like copies or syncs (Memcpy/Memset/dma "
-            "prefix, or Memcpy/Sync inside) that nsysmoe counts as compute"
-        )
-    out += _filter_reasons(trace, k, steps)
-    off = k.filter((pl.col("start") % 1000 != 0) | (pl.col("end") % 1000 != 0))
-    if len(off):
-        gone = off.filter((pl.col("end_us") <= pl.col("ts_us")) & (pl.col("end") > pl.col("start")))
-        out.append(
-            f"timestamps rounded to µs: {len(off)} kernels not on whole µs shrink to "
-            f"[ceil(start), floor(end)), {len(gone)} of them (shorter than a µs) vanish"
-        )
-    pooled = gpus.group_by("pid").len().filter(pl.col("len") > 1)["pid"].sort().to_list()
-    if pooled:
-        out.append(
-            f"HTA pools the GPUs of a rank: pid {', '.join(map(str, pooled))} drives several GPUs, "
-            "nsysmoe measures each GPU alone"
-        )
-    nan = gpus.filter(pl.col("hta_overlap_pct").is_nan())
-    for row in nan.iter_rows(named=True):
-        ours = "none either" if row["hidden_pct"] is None else f"{row['hidden_pct']:.2f} % hidden"
-        out.append(
-            f"HTA reports NaN for pid {row['pid']} device {row['device']}: it sees no "
-            f"communication kernels; nsysmoe measures {ours}"
-        )
-    return tuple(out)
-
-
-def _by_subclass(df: pl.DataFrame) -> str:
-    counts = df.group_by("subclass").len().sort(["len", "subclass"], descending=[True, False])
-    return ", ".join(f"{n} {sub}" for sub, n in counts.iter_rows())
-
-
-def _filter_reasons(trace: Trace, k: pl.DataFrame, steps: frozenset[str]) -> list[str]:
-    names = ", ".join(sorted(steps)) or "none"
-    if len(steps) < 2:
-        return [
-            f"HTA drops no kernels: it drops the last ProfilerStep only when two or more are "
-            f"named, this trace names {len(steps)} ({names})"
-        ]
-    out = []
-    dropped = k.filter(~pl.col("kept"))
-    late = dropped.filter(pl.col("dropped_because") == LATE)
-    if len(late):
-        last = trace.nvtx.filter(pl.col("name").is_in(list(steps))).sort("start")["name"][-1]
-        out.append(
-            f"last ProfilerStep dropped: {len(late)} kernels launched at or after {last} "
-            "starts left out"
-        )
-    no_launch = dropped.filter(pl.col("dropped_because") == NO_LAUNCH)
-    if len(no_launch):
-        out.append(f"{len(no_launch)} kernels without launch in the trace dropped")
-    no_step = dropped.filter(pl.col("dropped_because") == NO_STEP)
-    if len(no_step):
-        out.append(f"{len(no_step)} kernels of ranks naming no ProfilerStep dropped")
-    return out
