@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysmoe import ab, pipeline
 from nsysmoe.ab.ranks import compare_runs
-from nsysmoe.classify import RuleSet, default_rules
+from nsysmoe.classify import RuleSet
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import cache, load_trace
 from nsysmoe.measure import lanes
@@ -119,7 +119,7 @@ def analyze_many(
 ) -> RanksAnalysis:
     """Analyse per-rank files in parallel (processes or Dask); bad files are reported, not
     fatal."""
-    fn = partial(_analyze_path, rules=rules or default_rules(), scope=scope, cache_dir=cache_dir)
+    fn = partial(_analyze_path, rules=rules, scope=scope, cache_dir=cache_dir)
     return run_analysis(map_files(fn, paths, executor or Executor(), "reading traces"))
 
 
@@ -133,21 +133,21 @@ def compare_many(
     cache_dir: str | Path | None = None,
 ) -> RanksComparison:
     """A/B of two runs, rank files paired by sorted order, pairs compared in parallel."""
-    fn = partial(_compare_paths, rules=rules or default_rules(), scope=scope, cache_dir=cache_dir)
+    fn = partial(_compare_paths, rules=rules, scope=scope, cache_dir=cache_dir)
     pairs = list(zip(sorted(off), sorted(on), strict=False))
     results = map_files(fn, pairs, executor or Executor(), "comparing rank pairs")
     return compare_runs(results, len(off), len(on))
 
 
 def _analyze_path(
-    path: str, *, rules: RuleSet, scope: Scope, cache_dir: str | Path | None
+    path: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None
 ) -> TraceAnalysis:
     """One rank in a worker, detached from its trace so only the figures travel back."""
     return replace(analyze(path, rules=rules, scope=scope, cache_dir=cache_dir), source=None)
 
 
 def _compare_paths(
-    off: str, on: str, *, rules: RuleSet, scope: Scope, cache_dir: str | Path | None
+    off: str, on: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None
 ) -> Comparison:
     c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir)
     sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None))

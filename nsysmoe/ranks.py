@@ -13,7 +13,14 @@ from pathlib import Path
 
 import polars as pl
 
-from nsysmoe.results import Failure, RanksAnalysis, TraceAnalysis
+from nsysmoe.results import (
+    Failure,
+    RanksAnalysis,
+    StepStraggler,
+    Stragglers,
+    TraceAnalysis,
+    WaitStraggler,
+)
 
 SPREAD_METRICS = ("step_ns", "hidden_pct", "exposed_ns", "comm_ns", "idle_ns", "active_ns")
 
@@ -49,18 +56,17 @@ def spread(ranks: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def stragglers(spread_table: pl.DataFrame) -> dict[str, dict[str, object]]:
+def stragglers(spread_table: pl.DataFrame) -> Stragglers:
+    """The longest-step rank and the least-communication rank, where the ranks differ."""
     rows = {r["metric"]: r for r in spread_table.iter_rows(named=True)}
-    out: dict[str, dict[str, object]] = {}
+    step = wait = None
     if "step_ns" in rows and rows["step_ns"]["max"] > rows["step_ns"]["min"]:
         r = rows["step_ns"]
-        out["by_step_time"] = {"rank": r["max_rank"], "step_ns": r["max"],
-                               "vs_median_pct": 100.0 * (r["max"] / r["median"] - 1)}  # fmt: skip
+        step = StepStraggler(r["max_rank"], r["max"], 100.0 * (r["max"] / r["median"] - 1))
     if "comm_ns" in rows and rows["comm_ns"]["max"] > rows["comm_ns"]["min"]:
         r = rows["comm_ns"]
-        out["by_comm_wait"] = {"rank": r["min_rank"], "comm_ns": r["min"],
-                               "others_wait_up_to_ns": r["max"] - r["min"]}  # fmt: skip
-    return out
+        wait = WaitStraggler(r["min_rank"], r["min"], r["max"] - r["min"])
+    return Stragglers(step, wait)
 
 
 def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
@@ -68,7 +74,7 @@ def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
     analyses = tuple(r for r in results if isinstance(r, TraceAnalysis))
     failures = tuple(r for r in results if isinstance(r, Failure))
     if not analyses:
-        return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), {})
+        return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), Stragglers())
     ranks = rank_table(analyses)
     table = spread(ranks)
     return RanksAnalysis(analyses, failures, ranks, table, stragglers(table))
@@ -77,4 +83,4 @@ def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:
     """Both sides' GPUs of an A/B as one per-rank table (off and on next to each other); no
     straggler is named, as off and on are different runs, not peers."""
-    return replace(run_analysis(list(sides)), stragglers={})
+    return replace(run_analysis(list(sides)), stragglers=Stragglers())

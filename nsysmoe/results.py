@@ -11,7 +11,7 @@ the data model's outputs (a reason the layout states: one hop to any result type
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import polars as pl
@@ -328,6 +328,40 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class StepStraggler:
+    """The rank with the longest median step, and how much longer than the median over ranks."""
+
+    rank: str
+    step_ns: float
+    vs_median_pct: float
+
+
+@dataclass(frozen=True)
+class WaitStraggler:
+    """The rank with the least communication: the others wait for it in their collectives."""
+
+    rank: str
+    comm_ns: float
+    others_wait_up_to_ns: float
+
+
+@dataclass(frozen=True)
+class Stragglers:
+    """The straggler found each way (None: the ranks agree on that measure)."""
+
+    by_step_time: StepStraggler | None = None
+    by_comm_wait: WaitStraggler | None = None
+
+    def named(self) -> list[tuple[str, StepStraggler | WaitStraggler]]:
+        """(kind, straggler) for each way one was found, step time first."""
+        both = (("by_step_time", self.by_step_time), ("by_comm_wait", self.by_comm_wait))
+        return [(kind, s) for kind, s in both if s is not None]
+
+    def to_dict(self) -> dict[str, dict[str, str | float]]:
+        return {kind: asdict(s) for kind, s in self.named()}
+
+
+@dataclass(frozen=True)
 class RanksAnalysis:
     """Many ranks of one run. ``ranks``: one row per GPU across all files (file, rank label, the
     per-GPU metrics and the file's median step); ``spread``: per metric median/min/max across
@@ -337,7 +371,7 @@ class RanksAnalysis:
     failures: tuple[Failure, ...]
     ranks: pl.DataFrame
     spread: pl.DataFrame
-    stragglers: dict[str, dict[str, object]]
+    stragglers: Stragglers
 
     def to_polars(self) -> pl.DataFrame:
         """The per-rank table."""
@@ -347,7 +381,7 @@ class RanksAnalysis:
         return {
             "ranks": self.ranks.to_dicts(),
             "spread": self.spread.to_dicts(),
-            "stragglers": self.stragglers,
+            "stragglers": self.stragglers.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
             "traces": [a.to_dict() for a in self.analyses],
         }

@@ -65,9 +65,9 @@ def test_ranks_spread_and_straggler(rank_dir: Path) -> None:
     comm = [int(a.gpus["comm_ns"][0]) for a in singles]
     assert spread["comm_ns"]["min"] == min(comm) and spread["comm_ns"]["max"] == max(comm)
     least = run.ranks.sort("comm_ns")["rank"][0]
-    assert run.stragglers["by_comm_wait"]["rank"] == least  # the others wait for it
+    assert run.stragglers.by_comm_wait.rank == least  # the others wait for it
     slowest = run.ranks.sort("step_ns")["rank"][-1]
-    assert run.stragglers["by_step_time"]["rank"] == slowest
+    assert run.stragglers.by_step_time.rank == slowest
 
 
 def test_corrupt_file_is_reported_and_strict_fails(rank_dir: Path, tmp_path: Path) -> None:

@@ -176,8 +176,8 @@ def slanted_labels_clear(ax) -> bool:
 @needs_mpl
 def test_ranks_figure_stays_readable_with_64_ranks(pair, tmp_path: Path) -> None:
     run = many_ranks(pair[2], 64)
-    assert run.stragglers["by_comm_wait"]["rank"].startswith("rank17")
-    assert run.stragglers["by_step_time"]["rank"].startswith("rank41")
+    assert run.stragglers.by_comm_wait.rank.startswith("rank17")
+    assert run.stragglers.by_step_time.rank.startswith("rank41")
     fig = ranks_figure(run)
     fig.canvas.draw()
     bars, key, steps = fig.axes
@@ -207,6 +207,6 @@ def test_real_six_rank_run(traces: Path, tmp_path: Path) -> None:
     fig.canvas.draw()
     (bars,) = fig.axes  # no iterations in these files: no step-time panel, no key
     assert len(bars.get_xticklabels()) == 6 and slanted_labels_clear(bars)
-    straggler = run.stragglers["by_comm_wait"]["rank"].split(".sqlite")[0]
+    straggler = run.stragglers.by_comm_wait.rank.split(".sqlite")[0]
     assert any(straggler in t.get_text() for t in bars.get_legend().get_texts())
     check_files(api.plot(run, tmp_path), {"ranks"})

@@ -100,12 +100,12 @@ def _mark_stragglers(
         "by_comm_wait": ("least comm: the others wait for it", "#6a3d9a", "--"),
     }
     colored: dict[int, str] = {}
-    for kind, info in run.stragglers.items():
-        if kind in marks and info.get("rank") in ranks:
+    for kind, straggler in run.stragglers.named():
+        if straggler.rank in ranks:
             what, color, style = marks[kind]
-            i = ranks.index(info["rank"])
+            i = ranks.index(straggler.rank)
             colored.setdefault(i, color)
-            label = f"straggler ({what}): #{i} {short_rank(str(info['rank']), 60)}"
+            label = f"straggler ({what}): #{i} {short_rank(straggler.rank, 60)}"
             ax.bar(
                 i,
                 total[i],

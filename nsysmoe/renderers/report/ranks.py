@@ -39,18 +39,15 @@ def spread_table(run: RanksAnalysis) -> Table:
 
 
 def straggler_lines(run: RanksAnalysis) -> list[str]:
-    s = run.stragglers
     out = []
-    if "by_step_time" in s:
-        b = s["by_step_time"]
-        out.append(f"straggler by step time: {b['rank']} ({ms(round(b['step_ns']))} ms, "
-                   f"{b['vs_median_pct']:+.1f} % vs median)")  # fmt: skip
-    if "by_comm_wait" in s:
-        b = s["by_comm_wait"]
-        wait = ms(round(b["others_wait_up_to_ns"]))
+    if (step := run.stragglers.by_step_time) is not None:
+        out.append(f"straggler by step time: {step.rank} ({ms(round(step.step_ns))} ms, "
+                   f"{step.vs_median_pct:+.1f} % vs median)")  # fmt: skip
+    if (wait := run.stragglers.by_comm_wait) is not None:
         out.append(
-            f"straggler by communication wait: {b['rank']} has the least communication "
-            f"({ms(round(b['comm_ns']))} ms); others wait up to {wait} ms more in collectives"
+            f"straggler by communication wait: {wait.rank} has the least communication "
+            f"({ms(round(wait.comm_ns))} ms); others wait up to "
+            f"{ms(round(wait.others_wait_up_to_ns))} ms more in collectives"
         )
     if len(run.ranks) < 2:
         return ["one rank: no straggler to find"]
