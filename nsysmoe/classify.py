@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.model import ClassifiedTrace, Trace
 
-CLASSES: tuple[str, ...] = ("comm", "gemm", "attention", "moe_glue", "elementwise", "other")
+KernelClass = Literal["comm", "gemm", "attention", "moe_glue", "elementwise", "other"]
+CLASSES: tuple[KernelClass, ...] = get_args(KernelClass)
 """The fixed class vocabulary; ``comm`` is what overlap analyses intersect with compute."""
 
 COMPUTE_GEMM_ATTN: tuple[str, ...] = ("gemm", "attention")
@@ -46,7 +47,7 @@ class Rule:
     pattern Python's ``re`` cannot compile, so a bad rule fails at load time, not mid-analysis.
     """
 
-    klass: str
+    klass: KernelClass
     subclass: str
     pattern: str
     note: str = ""

@@ -24,6 +24,7 @@ Unit = Literal["ns", "pct", "count"]
 Better = Literal["lower", "higher"]
 Outcome = Literal["improvement", "regression", "no change", "n/a"]
 StepTimeline = Literal["gpu", "cpu", "none"]
+Dispatcher = Literal["HybridEP", "DeepEP", "alltoall (NCCL SendRecv)", "none detected"]
 Evidence = dict[str, float | int | str | None]
 
 #: Per-iteration table: one row per kept iteration, all GPUs of the trace together.
@@ -199,7 +200,7 @@ class Side:
     phases_gpu: pl.DataFrame
     gpu_models: tuple[str, ...]
     ranks: int
-    dispatcher: str
+    dispatcher: Dispatcher
 
 
 @dataclass(frozen=True)

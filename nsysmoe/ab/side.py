@@ -9,7 +9,7 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.kernels import compute_kernel_stats, names_in_window
 from nsysmoe.measure.nvtx import NVTX_NOISE, display_name
 from nsysmoe.measure.projection import project_nvtx, projected_totals
-from nsysmoe.results import Side, TraceAnalysis
+from nsysmoe.results import Dispatcher, Side, TraceAnalysis
 
 #: NVTX ranges that carry MoE dispatch/combine phases (HybridEP executor, Megatron EP-overlap
 #: schedule) or NCCL calls; their totals are compared row by row.
@@ -19,7 +19,7 @@ MOE_PHASE_PATTERN = (
 )  # the last line: NCCL ranges without their domain (Kineto traces have no NVTX domains)
 
 
-def dispatcher_of(subclasses: set[str], names: pl.Series) -> str:
+def dispatcher_of(subclasses: set[str], names: pl.Series) -> Dispatcher:
     """The MoE token dispatcher the kernel names reveal (docs/domain.md, dispatcher table)."""
     if any(s.startswith("hybridep") for s in subclasses):
         return "HybridEP"
