@@ -1,24 +1,28 @@
-"""Kernel-name classification: communication vs GEMM/attention vs other compute.
+r"""Kernel-name classification: communication vs GEMM/attention vs other compute.
 
 Why a rule table and not code: real traces keep showing kernel names nobody listed (DeepSeek's
 internal ``dpsk::ep::`` DeepEP build, cuDNN convolutions, generated fusions), so the rules live in
 an ordered TOML file (``nsysmoe/rules/default.toml``) that users extend without editing code, and
 anything no rule recognises stays visibly ``other``/``unclassified`` instead of being folded into a
-real class. First matching rule wins; patterns are Python ``re`` regexes applied with ``re.search``
-to the demangled kernel name.
+real class. First matching rule wins; a pattern is searched anywhere in the demangled kernel name.
+
+Patterns use the syntax of Rust's ``regex`` crate (polars' engine), which matches in time linear in
+the name for any pattern: trace text is hostile, and a backtracking engine (Python's ``re``) takes
+minutes on one 100k-character name with a rule as plain as ``\w+_copy_kernel_cuda``. The price is
+no look-around and no back-references; a rule using them is refused when it is loaded.
 """
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import numpy as np
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
@@ -34,6 +38,7 @@ COMPUTE_GEMM_ATTN: tuple[str, ...] = ("gemm", "attention")
 UNCLASSIFIED: tuple[str, str] = ("other", "unclassified")
 """Class/subclass of a name that no rule matched (so a rule file needs no catch-all)."""
 
+_PROBE = pl.Series([""], dtype=pl.String)  # compiles a pattern without any name to match
 _RULE_KEYS = {"class", "subclass", "pattern", "note"}
 _REQUIRED_KEYS = ("class", "subclass", "pattern")
 _FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
@@ -41,28 +46,32 @@ _FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of the rule table; validated and compiled once, at construction.
+    """One row of the rule table; validated at construction.
 
     Raises NsysmoeError (without a file name; the loader adds it) for an unknown class or a
-    pattern Python's ``re`` cannot compile, so a bad rule fails at load time, not mid-analysis.
+    pattern the regex engine cannot compile, so a bad rule fails at load time, not mid-analysis.
     """
 
     klass: KernelClass
     subclass: str
     pattern: str
     note: str = ""
-    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.klass not in CLASSES:
             raise NsysmoeError(f"unknown class {self.klass!r}; use one of {', '.join(CLASSES)}")
         try:
-            compiled = re.compile(self.pattern)
-        except re.error as exc:
+            _PROBE.str.contains(self.pattern)
+        except pl.exceptions.PolarsError as exc:
+            reason = regex_error(exc)
             raise NsysmoeError(
-                f"pattern {self.pattern!r} is not a valid Python regex ({exc}); fix or escape it"
-            ) from exc
-        object.__setattr__(self, "regex", compiled)
+                f"pattern {self.pattern!r} is not a valid regex ({reason}); fix or escape it "
+                "(Rust regex syntax: no look-around or back-references)"
+            ) from None
+
+    def search(self, names: pl.Series) -> pl.Series:
+        """Whether the pattern occurs in each name (linear time in the name's length)."""
+        return names.str.contains(self.pattern)
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,13 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     source: str
+
+
+def regex_error(exc: Exception) -> str:
+    """The regex engine's own one-line reason (``unclosed group``) from a polars error."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    found = [ln.removeprefix("error:").strip() for ln in lines if ln.startswith("error:")]
+    return found[0] if found else (lines[0] if lines else type(exc).__name__)
 
 
 def _rule_from_table(entry: Any, number: int, source: str) -> Rule:
@@ -140,12 +156,17 @@ def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:
     return RuleSet(rules=user.rules + base.rules, source=f"{user.source}, {base.source}")
 
 
-def _match(name: str, rules: tuple[Rule, ...]) -> tuple[str, str, int]:
-    """First matching rule as (class, subclass, index), or UNCLASSIFIED with index -1."""
-    for index, rule in enumerate(rules):
-        if rule.regex.search(name):
-            return rule.klass, rule.subclass, index
-    return UNCLASSIFIED[0], UNCLASSIFIED[1], -1
+def first_match(names: pl.Series, rules: tuple[Rule, ...]) -> np.ndarray:
+    """Index of the first rule matching each name (-1: none), one vectorised search per rule
+    over the names no earlier rule took."""
+    index = np.full(len(names), -1, dtype=np.int32)
+    for i, rule in enumerate(rules):
+        open_ = np.flatnonzero(index < 0)
+        if open_.size == 0:
+            break
+        hit = rule.search(names.gather(open_)).fill_null(False).to_numpy()
+        index[open_[hit]] = i
+    return index
 
 
 def classify_names(names: pl.Series | Iterable[str], rules: RuleSet) -> pl.DataFrame:
@@ -155,14 +176,16 @@ def classify_names(names: pl.Series | Iterable[str], rules: RuleSet) -> pl.DataF
     ``subclass`` (str), ``rule_index`` (int32: position in ``rules.rules``, -1 = no rule matched).
     """
     series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String)
-    unique = series.cast(pl.String).drop_nulls().unique(maintain_order=True).to_list()
-    matched = [_match(name, rules.rules) for name in unique]
+    unique = series.cast(pl.String).drop_nulls().unique(maintain_order=True)
+    index = first_match(unique, rules.rules)
+    classes = [r.klass for r in rules.rules] + [UNCLASSIFIED[0]]
+    subclasses = [r.subclass for r in rules.rules] + [UNCLASSIFIED[1]]
     return pl.DataFrame(
         {
             "name": unique,
-            "class": [m[0] for m in matched],
-            "subclass": [m[1] for m in matched],
-            "rule_index": [m[2] for m in matched],
+            "class": [classes[i] for i in index.tolist()],
+            "subclass": [subclasses[i] for i in index.tolist()],
+            "rule_index": index,
         },
         schema={
             "name": pl.String,

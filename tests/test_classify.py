@@ -395,7 +395,8 @@ BAD_FILES = [
         RULE.format(klass="'comm'", pattern="'a'") + RULE.format(klass="'network'", pattern="'b'"),
         r"rule 2 \(subclass 'x'\): unknown class 'network'; use one of comm, gemm",
     ),
-    (RULE.format(klass="'gemm'", pattern="'nvjet_('"), r"rule 1 .*not a valid Python regex"),
+    (RULE.format(klass="'gemm'", pattern="'nvjet_('"),
+     r"rule 1 .*not a valid regex \(unclosed group\)"),  # fmt: skip
     ("[[rule]]\nclass = 'gemm'\nsubclass = 'dense'\n", r"rule 1: missing key\(s\) pattern"),
     (RULE.format(klass="'gemm'", pattern="'a'") + "klass = 'gemm'\n", r"rule 1: unknown key\(s\)"),
     (RULE.format(klass="'gemm'", pattern="3"), r"rule 1: pattern must be a string"),
@@ -591,3 +592,37 @@ def test_nsys_export_names(relpath: str) -> None:
         print(f"{relpath}: unclassified {kernels} kernels {busy_ns} ns {name[:100]}")
     # jacobi's 3 initialize_boundaries launches are the only unclassified time: < 0.01 %
     assert unclassified["busy_ns"].sum() <= 1e-4 * names["busy_ns"].sum()
+
+
+# --- hostile names and patterns: linear-time matching ------------------------------------------
+
+
+def test_long_names_classify_in_linear_time() -> None:
+    """Five 100k-character names: Python's backtracking `re` took minutes on the default rule
+    ``\\w+_copy_kernel_cuda`` alone; the linear-time engine answers at once, and right."""
+    import time
+
+    names = ["a" * 100_000 + str(i) for i in range(5)] + ["x" * 50_000 + "_copy_kernel_cuda"]
+    t0 = time.perf_counter()
+    out = classify_names(names, default_rules())
+    assert time.perf_counter() - t0 < 10
+    assert out["subclass"].to_list()[:5] == ["unclassified"] * 5
+    assert out["class"][5] != "other" or out["subclass"][5] != "unclassified"
+
+
+def test_catastrophic_user_pattern_is_linear_too(tmp_path) -> None:  # noqa: ANN001
+    import time
+
+    rules = tmp_path / "r.toml"
+    rules.write_text("[[rule]]\nclass = 'comm'\nsubclass = 'x'\npattern = '(a+)+$'\n")
+    t0 = time.perf_counter()
+    out = classify_names(["a" * 50_000 + "!"], load_rules(rules))
+    assert time.perf_counter() - t0 < 10 and out["class"][0] != "comm"
+
+
+@pytest.mark.parametrize("pattern", [r"(?<=nccl)Kernel", r"(a)\1", r"(?=x)"])
+def test_look_around_and_back_references_are_refused_at_load(tmp_path, pattern: str) -> None:  # noqa: ANN001
+    rules = tmp_path / "r.toml"
+    rules.write_text(f"[[rule]]\nclass = 'comm'\nsubclass = 'x'\npattern = '{pattern}'\n")
+    with pytest.raises(NsysmoeError, match=r"rule 1 .*not a valid regex .*Rust regex syntax"):
+        load_rules(rules)
