@@ -1,6 +1,15 @@
-"""GitHub-flavoured Markdown, ready to paste into a PR review: any document."""
+"""GitHub-flavoured Markdown, ready to paste into a PR review: any document.
+
+Trace text (kernel and range names, paths, versions) is hostile here: a newline would end a table
+row or a quote and start a heading, ``<…>`` is HTML to GitHub (C++ templates vanish, ``<script>``
+would be markup), ``](`` makes a link. :func:`text`, :func:`cell` and :func:`code` are the one
+place it is escaped; every block goes through them.
+"""
 
 from __future__ import annotations
+
+import re
+from urllib.parse import quote
 
 from nsysmoe.renderers.document import (
     Block,
@@ -12,50 +21,65 @@ from nsysmoe.renderers.document import (
     Table,
 )
 
+_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
 
-def _cell(text: str) -> str:
-    """A table cell: ``|`` would end the cell and ``<…>`` (C++ templates) would be taken for
-    HTML by GitHub and vanish."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+def text(s: str) -> str:
+    """Running text: one line, HTML characters as entities, no link syntax."""
+    s = _BREAKS.sub(" ", s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("](", "]\\(")
+
+
+def cell(s: str) -> str:
+    """A table cell: running text whose ``|`` cannot end the cell."""
+    return text(s).replace("|", "\\|")
+
+
+def code(s: str) -> str:
+    """A code span GitHub shows literally: a fence longer than any backtick run inside it."""
+    s = _BREAKS.sub(" ", s)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def format_table(t: Table) -> str:
-    lines = [f"**{t.title}**", "", "| " + " | ".join(_cell(h) for h in t.header) + " |"]
+    lines = [f"**{text(t.title)}**", "", "| " + " | ".join(cell(h) for h in t.header) + " |"]
     lines.append("|" + "|".join("---:" if r else "---" for r in t.right) + "|")
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
     if not t.rows:
         lines.append("| " + " | ".join(["(none)"] + [""] * (len(t.header) - 1)) + " |")
     return "\n".join(lines)
 
 
 def _caption(c: Caption) -> str:
-    facts = [f"{label}: `{value}`" if code else f"{label}: {value}"
-             for label, value, code in c.facts]  # fmt: skip
+    facts = [f"{text(label)}: {code(value) if is_code else text(value)}"
+             for label, value, is_code in c.facts]  # fmt: skip
     if facts:
         facts[0] = facts[0][:1].upper() + facts[0][1:]
-    return " · ".join(facts + ([c.formula] if c.formula else []))
+    return " · ".join(facts + ([text(c.formula)] if c.formula else []))
 
 
 def _lines(b: Lines) -> str:
     if b.style == "list":
-        return "\n".join([b.title, *("- " + x for x in b.lines)])
+        return "\n".join([text(b.title), *("- " + text(x) for x in b.lines)])
     mark = "- " if b.style == "notes" else "> "
-    return "\n".join(mark + x for x in b.lines)
+    return "\n".join(mark + text(x) for x in b.lines)
 
 
 def _block(b: Block) -> str:
     if isinstance(b, Table):
         return format_table(b)
     if isinstance(b, Heading):
-        return f"### {b.text}" + (f" `{b.code}`" if b.code else "")
+        return f"### {text(b.text)}" + (f" {code(b.code)}" if b.code else "")
     if isinstance(b, Caption):
         return _caption(b)
     if isinstance(b, Lines):
         return _lines(b)
     if isinstance(b, Details):
         inner = "\n\n".join(_block(x) for x in b.blocks)
-        return f"<details><summary>{b.summary}</summary>\n\n{inner}\n\n</details>"
-    links = [f"![{_stem(p)}]({p})" for p in b.paths]
+        return f"<details><summary>{text(b.summary)}</summary>\n\n{inner}\n\n</details>"
+    links = [f"![{text(_stem(p))}]({quote(p, safe='/._-~')})" for p in b.paths]
     return "#### Figures\n\n" + "\n\n".join(links)
 
 

@@ -1,11 +1,36 @@
-"""Plain text for a terminal (and ``-o`` files): any document, blocks separated by a blank line."""
+"""Plain text for a terminal (and ``-o`` files): any document, blocks separated by a blank line.
+
+Trace text is hostile here too: an ESC or OSC sequence in a kernel name would clear the screen or
+retitle the terminal, a newline would break a table, a bidi override would reorder what is read.
+:func:`safe` is the one place it is neutralised: such characters are shown as ``\\xNN`` /
+``\\uNNNN`` escapes, line breaks as a space.
+"""
 
 from __future__ import annotations
 
+import re
+
 from nsysmoe.renderers.document import Block, Caption, Details, Document, Heading, Lines, Table
+
+#: C0 and C1 controls, DEL, and the Unicode bidi and line/paragraph-separator controls
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    ch = m.group()
+    if ch in "\n\r\t\v\f\x85\u2028\u2029":
+        return " "
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def safe(text: str) -> str:
+    """``text`` with every control character made visible and inert (one line)."""
+    return _CONTROL.sub(_escape, text)
 
 
 def format_table(t: Table) -> str:
+    t = Table(safe(t.title), tuple(map(safe, t.header)),
+              tuple(tuple(map(safe, r)) for r in t.rows), t.right)  # fmt: skip
     widths = [
         max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h)
         for i, h in enumerate(t.header)
@@ -23,11 +48,12 @@ def format_table(t: Table) -> str:
 
 
 def _lines(b: Lines) -> str:
+    lines = tuple(map(safe, b.lines))
     if b.style == "list":
-        return "\n".join([b.title, *("  - " + x for x in b.lines)])
+        return "\n".join([safe(b.title), *("  - " + x for x in lines)])
     if b.hanging:
-        return "\n".join(b.lines[:1] + tuple("  " + x for x in b.lines[1:]))
-    return "\n".join(b.lines)
+        return "\n".join(lines[:1] + tuple("  " + x for x in lines[1:]))
+    return "\n".join(lines)
 
 
 def _block(b: Block) -> list[str]:
@@ -35,9 +61,9 @@ def _block(b: Block) -> list[str]:
     if isinstance(b, Table):
         return [format_table(b)]
     if isinstance(b, Heading):
-        return [b.terminal] if b.terminal else []
+        return [safe(b.terminal)] if b.terminal else []
     if isinstance(b, Caption):
-        return ["   ".join(f"{label}: {value}" for label, value, _ in b.facts)]
+        return ["   ".join(f"{safe(label)}: {safe(value)}" for label, value, _ in b.facts)]
     if isinstance(b, Lines):
         return [_lines(b)]
     if isinstance(b, Details):
