@@ -1,13 +1,19 @@
 """An nsys SQLite export opened read-only and immutable, with its table and column catalogue.
 
 Exports differ by version (lazy exports omit empty tables; columns come and go), so readers ask
-the catalogue what exists and select by name; a missing optional column degrades to NULL.
+the catalogue what exists and select by name; a missing optional column degrades to NULL, a
+missing required one is named in the error.
+
+``immutable=1`` makes SQLite ignore a ``-wal`` or ``-journal`` beside the file, so a file that
+another process is still writing (or left half-written) would read as something it never was:
+such a file is refused, before the read and again after it, as is a file that changed while it
+was read. Text is selected as bytes and decoded here (invalid UTF-8 becomes U+FFFD, counted).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -15,15 +21,68 @@ from urllib.parse import quote
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.bulk import DB_ERRORS, BulkReader
+from nsysmoe.io.bulk import DB_ERRORS, BulkReader, MixedTypes
+from nsysmoe.io.clean import decode_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+JOURNAL_MAGIC = b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7"  # a live rollback journal's first bytes
 MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
+SUPPORTED = "nsys 2022.2 to 2026.x (export schema 2.9 to 3.2x)"
 
 
 def pid_of(col: str) -> pl.Expr:
     """PID bits of a serialized GlobalId (schema doc §2)."""
     return ((pl.col(col) // (1 << 24)) % (1 << 24)).cast(pl.Int64)
+
+
+def read_head(path: Path, n: int) -> bytes:
+    """The first ``n`` bytes, or a one-line error saying why the file cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(n)
+    except FileNotFoundError:
+        raise NsysmoeError(f"{path}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise NsysmoeError(f"{path}: is a directory; pass an .sqlite export file") from None
+    except OSError as exc:
+        raise NsysmoeError(
+            f"{path}: cannot read ({exc.strerror or exc}); check the file and its permissions"
+        ) from None
+
+
+def check_not_being_written(path: Path) -> None:
+    """Refuse a file whose rollback journal or write-ahead log holds changes: ``immutable=1``
+    would read the file without them (an un-checkpointed WAL, a writer's spilled pages)."""
+    wal = path.with_name(path.name + "-wal")
+    if _size(wal):
+        raise NsysmoeError(
+            f"{path}: {wal.name} beside it may hold changes not yet in the file (a writer still "
+            "has it open, or did not checkpoint), so its numbers would be wrong; stop the writer, "
+            f"or copy both files and run `sqlite3 COPY.sqlite 'PRAGMA wal_checkpoint(TRUNCATE)'` "
+            "on the copy, or export again"
+        )
+    journal = path.with_name(path.name + "-journal")
+    if _size(journal) and read_head(journal, len(JOURNAL_MAGIC)) == JOURNAL_MAGIC:
+        raise NsysmoeError(
+            f"{path}: {journal.name} beside it means a write to the file is unfinished (nsys "
+            "export still running, or interrupted), so its numbers would be wrong; wait for the "
+            "writer to finish, or export again"
+        )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:  # removed or replaced while read
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def connect_readonly(path: Path) -> tuple[sqlite3.Connection, str]:
@@ -32,15 +91,34 @@ def connect_readonly(path: Path) -> tuple[sqlite3.Connection, str]:
         raise NsysmoeError(f"{path}: no such file; check the path")
     if path.is_dir():
         raise NsysmoeError(f"{path}: is a directory; pass an .sqlite export file")
-    with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head != SQLITE_MAGIC:
+    if read_head(path, len(SQLITE_MAGIC)) != SQLITE_MAGIC:
         raise NsysmoeError(
             f"{path}: neither an SQLite export nor a profiler JSON trace; for an nsys report run "
             "`nsys export --type sqlite -o REPORT.sqlite REPORT.nsys-rep` and pass REPORT.sqlite"
         )
+    check_not_being_written(path)
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False), uri
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    return conn, uri
+
+
+class _Text:
+    """``sqlite3`` text factory: invalid UTF-8 becomes U+FFFD (counted), never an error."""
+
+    def __init__(self) -> None:
+        self.replaced = 0
+
+    def __call__(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.replaced += 1
+            return raw.decode("utf-8", "replace")
+
+
+def _checked(expr: str) -> str:
+    """An integer column's value, or NULL for anything else (text, a float, a blob)."""
+    return f"iif(typeof({expr}) = 'integer', {expr}, NULL)"
 
 
 class Db:
@@ -50,9 +128,19 @@ class Db:
         self.conn = conn
         self.path = path
         self.bulk = bulk
+        self._text = _Text()
+        conn.text_factory = self._text
+        self.replaced = 0  # strings with invalid UTF-8 read by select()
+        #: tables where a value of another type stood in an integer column (read as NULL)
+        self.mixed: set[str] = set()
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         self.tables = {r[0] for r in rows}
         self._columns: dict[str, set[str]] = {}
+
+    @property
+    def replaced_strings(self) -> int:
+        """Strings with invalid UTF-8 bytes, shown with U+FFFD, read so far."""
+        return self.replaced + self._text.replaced
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -67,40 +155,110 @@ class Db:
         """The column if the table has it, else a SQL literal: missing optional columns degrade."""
         return f'"{name}"' if name in self.columns(table) else fallback
 
-    def frame(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        return self.bulk.frame(sql, schema)
+    def need(self, table: str, *names: str) -> None:
+        """Columns a table must have; a missing one means an export layout nsysmoe does not
+        know, which is said as such (not as a corrupt file)."""
+        missing = [n for n in names if n not in self.columns(table)]
+        if missing:
+            raise NsysmoeError(
+                f"{self.path}: table {table} has no column {', '.join(missing)}: not an export "
+                f"layout nsysmoe knows ({SUPPORTED}); export the report with a supported nsys, "
+                "or report the nsys version"
+            )
+
+    def select(
+        self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType], where: str = ""
+    ) -> pl.DataFrame:
+        """``SELECT exprs FROM table where`` as a frame with ``schema``: Int64 columns are
+        integers (a value of another type becomes NULL, and the table is noted in ``mixed``),
+        String columns are text decoded from bytes (invalid UTF-8 counted in ``replaced``)."""
+        names = list(schema)
+        text = [n for n, t in schema.items() if t == pl.String]
+        raw = {n: pl.Binary if n in text else t for n, t in schema.items()}
+        plain = [
+            f"CAST(coalesce({e}, '') AS BLOB)" if n in text else e
+            for n, e in zip(names, exprs, strict=True)
+        ]
+        checked = [e if n in text else _checked(e) for n, e in zip(names, plain, strict=True)]
+        tail = f" FROM {table} {where}"
+        try:
+            if not self.bulk.arrow:  # row tuples convert leniently (1.5 → 1): always check
+                raise MixedTypes(table)
+            df = self.bulk.frame("SELECT " + ", ".join(plain) + tail, raw)
+        except MixedTypes:
+            df = self.bulk.frame("SELECT " + ", ".join(checked) + tail, raw)
+            if self.bulk.arrow or self._has_mixed(table, exprs, schema, where):
+                self.mixed.add(table)
+        for n in text:
+            decoded, bad = decode_text(df[n])
+            self.replaced += bad
+            df = df.with_columns(decoded.alias(n))
+        return df
+
+    def _has_mixed(
+        self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType], where: str
+    ) -> bool:
+        ints = [e for e, t in zip(exprs, schema.values(), strict=True) if t != pl.String]
+        if not ints:
+            return False
+        odd = " OR ".join(f"typeof({e}) NOT IN ('integer', 'null')" for e in ints)
+        where = f"{where} AND ({odd})" if where else f"WHERE {odd}"
+        return self.conn.execute(f"SELECT 1 FROM {table} {where} LIMIT 1").fetchone() is not None
 
     def small(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        """Small tables with nullable text (GPU info): row-wise sqlite3 is fine and type-safe."""
+        """Small tables with nullable text (GPU info): row-wise sqlite3, each value checked
+        against its column's type (anything else becomes NULL)."""
         rows = self.conn.execute(sql).fetchall()
-        return pl.DataFrame(rows, schema=schema, orient="row")
+        kinds = [str if t == pl.String else int for t in schema.values()]
+        clean = [
+            tuple(v if type(v) is k and (k is str or -(2**63) <= v < 2**63) else None
+                  for v, k in zip(row, kinds, strict=True))
+            for row in rows
+        ]  # fmt: skip
+        return pl.DataFrame(clean, schema=schema, orient="row")
 
     def strings(self, ids: pl.Series) -> pl.DataFrame:
         """StringIds rows for the given ids only: StringIds can hold millions of rows, while a
         table's distinct name ids are usually a few thousand."""
+        self.need("StringIds", "id", "value")
         unique = ids.drop_nulls().unique()
         where = ""
         if len(unique) <= MAX_ID_LIST:
-            where = " WHERE id IN (" + ",".join(map(str, unique.to_list())) + ")"
-        return self.frame(
-            f"SELECT id, coalesce(value, '') FROM StringIds{where}",
-            {"id": pl.Int64, "value": pl.String},
-        )
+            where = "WHERE id IN (" + ",".join(map(str, unique.to_list())) + ")"
+        df = self.select("StringIds", ["id", "value"], {"id": pl.Int64, "value": pl.String}, where)
+        return df.drop_nulls("id").unique("id", keep="first")
 
     def metadata(self) -> dict[str, str]:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.has(table):
-                return dict(self.conn.execute(f"SELECT name, value FROM {table}").fetchall())
+            if self.has(table) and {"name", "value"} <= self.columns(table):
+                rows = self.conn.execute(f"SELECT name, value FROM {table}").fetchall()
+                return {str(k): str(v) for k, v in rows if k is not None and v is not None}
         return {}
+
+    def last_time(self, table: str) -> int | None:
+        """The largest start or end in ``table`` (integers only)."""
+        sql = 'SELECT max(max({s}), coalesce(max({e}), 0)) FROM {t}'
+        row = self.conn.execute(sql.format(s="start", e='"end"', t=table)).fetchone()
+        if row and row[0] is not None and type(row[0]) is not int:  # text sorts above numbers
+            checked = sql.format(s=_checked("start"), e=_checked('"end"'), t=table)
+            row = self.conn.execute(checked).fetchone()
+        return row[0] if row and type(row[0]) is int else None
 
 
 @contextmanager
 def opened(path: Path) -> Iterator[Db]:
     conn, uri = connect_readonly(path)
+    before = _state(path)
     bulk = None
     try:
         bulk = BulkReader(uri, conn)
         yield Db(conn, path, bulk)
+        if _state(path) != before:
+            raise NsysmoeError(
+                f"{path}: the file changed while it was read (is it still being written?); "
+                "wait for the writer to finish and run again"
+            )
+        check_not_being_written(path)
     except DB_ERRORS as exc:  # raised here or in the caller's with-block
         raise _corrupt(path, exc) from None
     finally:
@@ -114,3 +272,4 @@ def _corrupt(path: Path, exc: Exception) -> NsysmoeError:
     return NsysmoeError(
         f"{path}: unreadable SQLite ({reason}); the file is truncated or corrupt, export it again"
     )
+

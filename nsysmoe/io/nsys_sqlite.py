@@ -1,8 +1,10 @@
 """Reader for ``nsys export --type sqlite`` files, schema 2.9 (nsys 2022.2) to 3.2x (nsys 2026.x).
 
 Columns are selected by name, tables are discovered from ``sqlite_master`` (lazy exports omit empty
-tables), and the file is opened read-only and immutable so the input's bytes never change.
-Only integer columns and the strings actually referenced are read; names are joined in polars.
+tables), and the file is opened read-only and immutable so the input's bytes never change (a file
+with a live journal or WAL is refused: see :mod:`nsysmoe.io.nsys_db`). Only integer columns and
+the strings actually referenced are read; names are joined in polars. Invalid rows are left out
+and counted by the policy every reader shares (:mod:`nsysmoe.io.clean`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
 from nsysmoe.model import Trace
 
@@ -60,17 +63,28 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
     with opened(path) as db, ThreadPoolExecutor(max_workers=1) as pool:
         check_export(db)
         nvtx = pool.submit(_read_nvtx_alone, path)
-        trace = _read(db)
-        nvtx_table, nvtx_missing = nvtx.result()
+        trace, notes = _read(db)
+        nvtx_table, nvtx_missing, nvtx_notes = nvtx.result()
+        notes.replaced, notes.mixed = db.replaced_strings, db.mixed
+        notes = notes.merged(nvtx_notes)
     not_captured = {**trace.not_captured, **nvtx_missing}
-    return replace(trace, nvtx=nvtx_table, not_captured=not_captured)
+    return replace(
+        trace,
+        nvtx=nvtx_table,
+        not_captured=not_captured,
+        warnings=notes.warnings(),
+        dropped=notes.dropped,
+    )
 
 
-def _read_nvtx_alone(path: Path) -> tuple[pl.DataFrame, dict[str, str]]:
+def _read_nvtx_alone(path: Path) -> tuple[pl.DataFrame, dict[str, str], Notes]:
     """The NVTX table through its own connection (for the reading thread)."""
     missing: dict[str, str] = {}
+    notes = Notes()
     with opened(path) as db:
-        return _read_nvtx(db, missing), missing
+        table = _read_nvtx(db, missing, notes)
+        notes.replaced, notes.mixed = db.replaced_strings, db.mixed
+    return table, missing, notes
 
 
 def check_export(db: Db) -> None:
@@ -88,41 +102,42 @@ def check_export(db: Db) -> None:
         )
 
 
-def _read(db: Db) -> Trace:
+def _read(db: Db) -> tuple[Trace, Notes]:
     """Everything but NVTX (see :func:`read_nsys_sqlite`)."""
     meta = db.metadata()
     not_captured: dict[str, str] = {}
-    dropped: dict[str, int] = {}
-    kernels = _clean_gpu_rows(_read_kernels(db), "kernel", dropped)
-    memops = _clean_gpu_rows(_read_memops(db, not_captured), "memory op", dropped)
-    runtime = _read_runtime(db, not_captured)
+    notes = Notes()
+    raw_kernels = _read_kernels(db)
+    kernels = drop_invalid(raw_kernels, "kernel", notes.dropped, gpu=True)
+    if kernels.is_empty() and not raw_kernels.is_empty():
+        why = reasons_text(notes.dropped, "kernel")
+        raise all_invalid(db.path, len(raw_kernels), "kernel rows", why, "export the report again")
+    _note_unnamed(kernels, notes)
+    memops = drop_invalid(_read_memops(db, not_captured), "memory op", notes.dropped, gpu=True)
+    runtime = drop_invalid(_read_runtime(db, not_captured), "CUDA API", notes.dropped, gpu=False)
     gpus = _read_gpus(db, kernels, memops, not_captured)
-    memory_events = _read_memory_events(db, not_captured)
-    warnings = tuple(f"{n} {what} left out" for what, n in dropped.items() if n)
-    return Trace(
+    memory_events = _read_memory_events(db, not_captured, notes)
+    trace = Trace(
         path=str(db.path),
         source_format="nsys-sqlite",
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         product_version=meta.get("EXPORT_PRODUCT_VERSION"),
-        kernels=kernels,
+        kernels=kernels.drop("unnamed"),
         memops=memops,
         runtime=runtime,
         nvtx=model.empty(model.NVTX_SCHEMA),
         gpus=gpus,
         memory_events=memory_events,
         not_captured=not_captured,
-        warnings=warnings,
-        dropped=dropped,
     )
+    return trace, notes
 
 
-def _clean_gpu_rows(df: pl.DataFrame, what: str, dropped: dict[str, int]) -> pl.DataFrame:
-    """Drop inverted rows (counted, warned) and rows that start before the capture (t < 0)."""
-    inverted = df["end"] < df["start"]
-    before = (df["start"] < 0) & ~inverted
-    dropped[f"{what} rows with end < start"] = int(inverted.sum())
-    dropped[f"{what} rows starting before the capture (start < 0)"] = int(before.sum())
-    return df.filter(~inverted & ~before)
+def _note_unnamed(kernels: pl.DataFrame, notes: Notes) -> None:
+    n = int(kernels["unnamed"].sum())
+    if n:
+        notes.said.append(f"{n} of {len(kernels)} kernel names not found in StringIds "
+                          "(shown as [unknown])")  # fmt: skip
 
 
 def _with_names(db: Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFrame:
@@ -141,33 +156,44 @@ GPU_ROW = {
     "start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
     "corr_id": pl.Int64, "gpid": pl.Int64,
 }  # fmt: skip
+GPU_COLUMNS = ("start", "end", "deviceId", "streamId")
+
+
+def _gpu_exprs(db: Db, table: str) -> list[str]:
+    db.need(table, *GPU_COLUMNS)
+    return ['start', '"end"', "deviceId", "streamId", db.col(table, "correlationId"),
+            db.col(table, "globalPid", "0")]  # fmt: skip
 
 
 def _read_kernels(db: Db) -> pl.DataFrame:
+    """Kernels with their names; ``unnamed`` marks names missing from StringIds."""
     t = KERNEL_TABLE
-    df = db.frame(
-        f'SELECT start, "end", deviceId, streamId, {db.col(t, "correlationId")}, '
-        f"{db.col(t, 'globalPid', '0')}, demangledName, {db.col(t, 'shortName')} FROM {t}",
+    db.need(t, "demangledName")
+    df = db.select(
+        t,
+        [*_gpu_exprs(db, t), "demangledName", db.col(t, "shortName")],
         {**GPU_ROW, "name_id": pl.Int64, "short_id": pl.Int64},
     )
     df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"})
-    df = df.with_columns(pid_of("gpid").alias("pid"), pl.col("name").fill_null("[unknown]"))
-    return df.select(list(model.KERNEL_SCHEMA)).cast(model.KERNEL_SCHEMA)
+    df = df.with_columns(
+        pid_of("gpid").alias("pid"),
+        pl.col("name").is_null().alias("unnamed"),
+        pl.col("name").fill_null("[unknown]"),
+    )
+    schema = {**model.KERNEL_SCHEMA, "unnamed": pl.Boolean}
+    return df.select(list(schema)).cast(schema)
 
 
 def _read_memops(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     parts = []
-    common = 'start, "end", deviceId, streamId, {corr}, {gpid}, bytes'
-    schema = {**GPU_ROW, "bytes": pl.Int64}
+    schema = {**GPU_ROW, "bytes": pl.Int64, "copy_kind": pl.Int64}
     for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
         if not db.has(table):
             not_captured[kind] = f"not captured (no {table} table)"
             continue
-        cols = common.format(
-            corr=db.col(table, "correlationId"), gpid=db.col(table, "globalPid", "0")
-        )
-        extra = f", {db.col(table, 'copyKind', '0')}" if kind == "memcpy" else ", 0"
-        df = db.frame(f"SELECT {cols}{extra} FROM {table}", {**schema, "copy_kind": pl.Int64})
+        db.need(table, "bytes")
+        copy_kind = db.col(table, "copyKind", "0") if kind == "memcpy" else "0"
+        df = db.select(table, [*_gpu_exprs(db, table), "bytes", copy_kind], schema)
         if kind == "memcpy":
             label = pl.col("copy_kind").replace_strict(MEMCPY_KINDS, default="Unknown")
             name = pl.format("[CUDA memcpy {}]", label)
@@ -187,27 +213,31 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
             f"not captured (no {t} table): NVTX ranges cannot be projected onto the GPU"
         )
         return model.empty(model.RUNTIME_SCHEMA)
+    db.need(t, "start", "end", "globalTid", "correlationId")
     where = ""
     if "eventClass" in db.columns(t):
         where = f"WHERE eventClass IN {API_EVENT_CLASSES}"
-    df = db.frame(
-        f'SELECT start, "end", globalTid, correlationId FROM {t} {where}',
+    df = db.select(
+        t,
+        ["start", '"end"', "globalTid", "correlationId"],
         {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "corr_id": pl.Int64},
+        where,
     )
     df = df.with_columns(pid_of("tid").alias("pid"))
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
 
 
-def _read_nvtx(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
     t = NVTX_TABLE
     if not db.has(t):
         not_captured["nvtx"] = f"not captured (no {t} table; record with --trace=nvtx)"
         return model.empty(model.NVTX_SCHEMA)
+    db.need(t, "start", "end", "eventType", "globalTid")
     types = (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE)
-    df = db.frame(
-        f"SELECT start, \"end\", eventType, coalesce(text, ''), {db.col(t, 'textId')}, globalTid, "
-        f"{db.col(t, 'endGlobalTid')}, {db.col(t, 'domainId', '0')} FROM {t} "
-        f"WHERE eventType IN {types}",
+    df = db.select(
+        t,
+        ["start", '"end"', "eventType", db.col(t, "text", "''"), db.col(t, "textId"),
+         "globalTid", db.col(t, "endGlobalTid"), db.col(t, "domainId", "0")],  # fmt: skip
         {
             "start": pl.Int64,
             "end": pl.Int64,
@@ -218,8 +248,9 @@ def _read_nvtx(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
             "end_tid": pl.Int64,
             "domain_id": pl.Int64,
         },
+        f"WHERE eventType IN {types}",
     )
-    last = db.conn.execute(f'SELECT max(max(start), coalesce(max("end"), 0)) FROM {t}').fetchone()
+    last = db.last_time(t)
     strings = db.strings(df["text_id"]).rename({"id": "text_id", "value": "sid"})
     text = pl.when(pl.col("text") != "").then(pl.col("text"))  # '' stood in for NULL
     df = df.join(strings, on="text_id", how="left").with_columns(
@@ -233,12 +264,17 @@ def _read_nvtx(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     ranges = df.filter(pl.col("etype") != NVTX_DOMAIN_CREATE).join(
         domains, on=["pid", "domain_id"], how="left"
     )
+    unnamed = ranges.select((pl.col("text_id").is_not_null() & pl.col("sid").is_null()).sum())
+    if unnamed.item():
+        notes.said.append(f"{unnamed.item()} NVTX range names not found in StringIds "
+                          "(shown as empty names)")  # fmt: skip
     ranges = ranges.with_columns(
-        pl.col("end").fill_null(last[0] if last and last[0] is not None else 0),
+        pl.col("end").fill_null(last if last is not None else 0),
         pl.col("etype").replace_strict(NVTX_RANGE_TYPES, return_dtype=pl.String).alias("style"),
         pl.col("end_tid").is_not_null().alias("cross_thread"),
         pl.col("name").fill_null(""),
     )
+    ranges = drop_invalid(ranges, "NVTX range", notes.dropped, gpu=False)
     if ranges.is_empty():
         not_captured["nvtx"] = "no NVTX ranges in the export"
     return ranges.select(list(model.NVTX_SCHEMA)).cast(model.NVTX_SCHEMA)
@@ -259,11 +295,13 @@ def _read_gpus(
             .sort("pid", "device")
         )
     t = "TARGET_INFO_GPU"
+    db.need(t, "id")
     info = db.small(
         f"SELECT id, {db.col(t, 'name')}, {db.col(t, 'totalMemory')} FROM {t}",
         {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory_bytes": pl.Int64},
     ).unique("gpu_id")
     if db.has("TARGET_INFO_CUDA_DEVICE"):
+        db.need("TARGET_INFO_CUDA_DEVICE", "pid", "cudaId", "gpuId")
         mapping = db.small(
             "SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE",
             {"pid": pl.Int64, "device": pl.Int64, "gpu_id": pl.Int64},
@@ -277,15 +315,17 @@ def _read_gpus(
     return out.select(list(model.GPU_SCHEMA)).cast(model.GPU_SCHEMA).sort("pid", "device")
 
 
-def _read_memory_events(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_memory_events(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
     t = MEMORY_TABLE
     if not db.has(t):
         not_captured["memory_usage"] = (
             f"not captured (no {t} table; record with --cuda-memory-usage=true)"
         )
         return model.empty(model.MEMORY_EVENT_SCHEMA)
-    df = db.frame(
-        f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t}",
+    db.need(t, "start", "globalPid", "deviceId", "bytes", "memoryOperationType")
+    df = db.select(
+        t,
+        ["start", "globalPid", "deviceId", "bytes", "memoryOperationType"],
         {
             "start": pl.Int64,
             "gpid": pl.Int64,
@@ -294,7 +334,11 @@ def _read_memory_events(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
             "op": pl.Int64,
         },
     )
-    df = df.with_columns(
+    complete = pl.all_horizontal(pl.col("start", "device", "bytes").is_not_null())
+    notes.dropped["memory usage rows with a missing start/device/bytes"] = int(
+        df.select((~complete).sum()).item()
+    )
+    df = df.filter(complete).with_columns(
         pid_of("gpid").alias("pid"),
         pl.when(pl.col("op") == 1).then(-pl.col("bytes")).otherwise(pl.col("bytes")).alias("bytes"),
     )
