@@ -41,33 +41,51 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.kineto_events import frame, frames, is_kineto, to_ns
+from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
+from nsysmoe.io.kineto_events import HINT, frame, frames, is_kineto, to_ns
 from nsysmoe.model import Trace
 
 __all__ = ["is_kineto", "read_kineto", "to_ns"]
 
 TID_BITS = 24
+#: a canonical pid must leave room for the tid bits in an int64 global tid
+MAX_PID = (1 << (63 - TID_BITS)) - 1
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in [memory] events' "Device Type"
+MALFORMED = "events with a malformed ts/dur/args"
+ANNOTATIONS = "gpu_user_annotation rows (GPU copies of CPU annotations)"
+
+
 def read_kineto(path: str | Path) -> Trace:
     """Read one Kineto JSON trace (``.json`` or gzip, detected by content) into a Trace.
 
     Decoding (:func:`~nsysmoe.io.kineto_events.frames`) is kept apart from shaping the tables,
     so the decoded JSON, the memory peak, is gone before the frames are filtered and widened.
+    Invalid rows are left out and counted by the policy every reader shares
+    (:mod:`nsysmoe.io.clean`).
     """
     path = Path(path)
     meta, gpu, cpu, memory, malformed = frames(path)
-    if not (gpu["kind"] == "kernel").any():
+    if not (gpu["kind"] == "kernel").any() and not meta["malformed_kernels"]:
         raise NsysmoeError(
             f"{path}: trace holds no GPU kernels; profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
         )
-    pid = _canonical_pid(meta["rank"], cpu)
-    dropped, warnings = _dropped(malformed, gpu, cpu)
+    notes = Notes(dropped={MALFORMED: malformed}, quiet=(ANNOTATIONS,))
+    if meta["replaced"]:  # counted per byte sequence: a JSON scan cannot tell strings apart
+        notes.said.append(f"{meta['replaced']} invalid UTF-8 byte sequences in strings shown "
+                          "with U+FFFD")  # fmt: skip
+    pid = _canonical_pid(meta["rank"], cpu, notes)
     gpu, cpu = _with_ids(gpu, cpu, pid)
-    not_captured: dict[str, str] = {}
+    raw_gpu = gpu
+    gpu = drop_invalid(gpu, "GPU", notes.dropped, gpu=True, inverted="dur < 0")
+    cpu = drop_invalid(cpu, "CPU", notes.dropped, gpu=False, inverted="dur < 0")
+    notes.dropped[ANNOTATIONS] = int((cpu["kind"] == "gpu_annotation").sum())
     kernels = gpu.filter(pl.col("kind") == "kernel").with_columns(
         pl.col("name").fill_null("[unknown]"), short_name=pl.col("name").fill_null("[unknown]")
     )
+    if kernels.is_empty():
+        raise _all_invalid(path, raw_gpu.filter(pl.col("kind") == "kernel"), meta)
+    not_captured: dict[str, str] = {}
     # the order of these calls is the order of the not_captured notes in every report
     memops = _memops(gpu, not_captured)
     runtime = _runtime(cpu, not_captured)
@@ -84,35 +102,29 @@ def read_kineto(path: str | Path) -> Trace:
         gpus=_gpus(pid, kernels, memops, meta["props"], not_captured),
         memory_events=_memory(pid, memory, not_captured),
         not_captured=not_captured,
-        warnings=warnings,
-        dropped=dropped,
+        warnings=notes.warnings(),
+        dropped=notes.dropped,
     )
 
 
-def _dropped(
-    malformed: int, gpu: pl.DataFrame, cpu: pl.DataFrame
-) -> tuple[dict[str, int], tuple[str, ...]]:
-    """What was left out and why, and a warning for each real defect; GPU copies of CPU
-    annotations are counted but expected, so they never warn."""
-    dropped = {
-        "events with a malformed ts/dur/args": malformed,
-        "GPU rows with dur < 0": int((gpu["dur"] < 0).sum()),
-        "CPU rows with dur < 0": int((cpu["dur"] < 0).sum()),
-    }
-    warnings = tuple(f"{n} {what} left out" for what, n in dropped.items() if n)
-    dropped["gpu_user_annotation rows (GPU copies of CPU annotations)"] = int(
-        (cpu["kind"] == "gpu_annotation").sum()
-    )
-    return dropped, warnings
+def _all_invalid(path: Path, kernels: pl.DataFrame, meta: dict[str, Any]) -> NsysmoeError:
+    """Every kernel event was malformed or left out: say so, and why, not "no kernels"."""
+    why: dict[str, int] = {}
+    drop_invalid(kernels, "kernel", why, gpu=True, inverted="dur < 0")
+    bad = meta["malformed_kernels"]
+    reasons = ", ".join(filter(None, [f"{bad} with a malformed ts/dur/args" if bad else "",
+                                      reasons_text(why, "kernel")]))  # fmt: skip
+    return all_invalid(path, len(kernels) + bad, "kernel events", reasons,
+                       "the trace is damaged; " + HINT)  # fmt: skip
 
 
 def _with_ids(gpu: pl.DataFrame, cpu: pl.DataFrame, pid: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows with ``dur >= 0``, given the canonical pid, an exact ``end``, and (CPU) nsys-style
-    global tids, so threads of different processes never collide."""
-    gpu = gpu.filter(pl.col("dur") >= 0).with_columns(
+    """Rows given the canonical pid, an exact ``end``, and (CPU) nsys-style global tids, so
+    threads of different processes never collide."""
+    gpu = gpu.with_columns(
         pl.lit(pid, pl.Int64).alias("pid"), (pl.col("start") + pl.col("dur")).alias("end")
     )
-    cpu = cpu.filter(pl.col("dur") >= 0).with_columns(
+    cpu = cpu.with_columns(
         pl.lit(pid, pl.Int64).alias("pid"),
         (pl.col("start") + pl.col("dur")).alias("end"),
         ((pid << TID_BITS) | (pl.col("os_tid") & ((1 << TID_BITS) - 1))).alias("tid"),
@@ -144,13 +156,19 @@ def _nvtx(cpu: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
     return nvtx
 
 
-def _canonical_pid(rank: Any, cpu: pl.DataFrame) -> int:
+def _canonical_pid(rank: Any, cpu: pl.DataFrame, notes: Notes) -> int:
     """The rank when the trace names it, else the CPU events' OS pid (the most common, ties to
-    the smallest), else 0. GPU annotations carry the device index as pid and do not vote."""
-    if type(rank) is int and rank >= 0:
+    the smallest), else 0. GPU annotations carry the device index as pid and do not vote. A pid
+    beyond :data:`MAX_PID` would not fit the global tid, so it is no pid (a rank: warned)."""
+    if type(rank) is int and 0 <= rank <= MAX_PID:
         return rank
+    if rank is not None:
+        notes.said.append(f"distributedInfo.rank is not a rank (a whole number from 0 to "
+                          f"{MAX_PID}); the process is named by its OS pid")  # fmt: skip
     votes = (
-        cpu.filter(pl.col("kind") != "gpu_annotation", pl.col("os_pid").is_not_null())
+        cpu.filter(
+            pl.col("kind") != "gpu_annotation", pl.col("os_pid").is_between(0, MAX_PID)
+        )
         .group_by("os_pid")
         .len()
         .sort(["len", "os_pid"], descending=[True, False])

@@ -3,12 +3,17 @@ floats kept as text, and one pass over the events into plain row tuples and pola
 
 Kept apart from :mod:`nsysmoe.io.kineto` (which shapes the canonical tables) so the decoded
 document, the memory peak, lives only inside :func:`frames`.
+
+Hostile input is bounded: gzip is decompressed in chunks up to a cap (:data:`MAX_JSON_ENV`),
+invalid UTF-8 inside strings becomes U+FFFD (counted), and a ``ts``/``dur`` that is not a number
+of µs within ±2^62 ns (``1.5e99999``, ``"soon"``, missing) makes its event malformed (counted).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -29,6 +34,13 @@ CPU_KINDS = {
     "gpu_user_annotation": "gpu_annotation",
 }
 HINT = "pass a trace written by torch.profiler (export_chrome_trace or tensorboard_trace_handler)"
+#: environment variable: the most bytes a gzip trace may decompress to
+MAX_JSON_ENV = "NSYSMOE_MAX_JSON_BYTES"
+MIN_CAP = 64 << 20  # the default cap: 50x the compressed size, at least 64 MiB
+CAP_RATIO = 50  # real Kineto traces compress 13-18x
+CHUNK = 8 << 20
+#: |ns| must stay below this, so start + dur never overflows int64
+LIMIT_NS = 1 << 62
 
 GPU_ROW = {
     "kind": pl.String,
@@ -65,13 +77,23 @@ def to_ns(us: int | str) -> int:
 
     ``"1694128201545123.456"`` → ``1694128201545123456``: the decimal point moves three places in
     the text, so no binary float ever rounds it. Digits beyond ns round half to even (Decimal).
+    Anything else (text, ``1.5e99999``, beyond ±2^62 ns) raises ValueError or ArithmeticError,
+    before any huge integer is built.
     """
     if type(us) is int:
-        return us * 1000
-    whole, _, frac = us.partition(".")
-    if len(frac) <= 3 and frac.isdigit():
-        return int(whole + frac.ljust(3, "0"))
-    return int(Decimal(us).scaleb(3).to_integral_value(rounding=ROUND_HALF_EVEN))
+        ns = us * 1000
+    else:
+        whole, _, frac = us.partition(".")
+        if len(frac) <= 3 and frac.isdigit():
+            ns = int(whole + frac.ljust(3, "0"))
+        else:
+            value = Decimal(us).scaleb(3)
+            if not value.is_finite() or abs(value) >= LIMIT_NS:
+                raise ValueError(f"{us[:40]} µs is no time")
+            ns = int(value.to_integral_value(rounding=ROUND_HALF_EVEN))
+    if not -LIMIT_NS < ns < LIMIT_NS:
+        raise ValueError("time beyond ±2^62 ns")
+    return ns
 
 
 def frames(
@@ -79,10 +101,11 @@ def frames(
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
     """Header fields, the GPU/CPU/memory frames with well-formed ts/dur, and the malformed count.
 
-    The row lists are dropped as soon as their frames exist, so at most one copy of the events
-    is alive at a time.
+    ``meta`` also holds ``malformed_kernels`` (malformed events that were kernels) and
+    ``replaced`` (invalid UTF-8 sequences shown with U+FFFD). The row lists are dropped as soon
+    as their frames exist, so at most one copy of the events is alive at a time.
     """
-    meta, (gpu_rows, cpu_rows, memory_rows, malformed) = _rows(path)
+    meta, (gpu_rows, cpu_rows, memory_rows, malformed, bad_kernels) = _rows(path)
     gpu = frame(gpu_rows, GPU_ROW)
     cpu = frame(cpu_rows, CPU_ROW)
     memory = frame(memory_rows, MEMORY_ROW).drop_nulls("start")
@@ -90,13 +113,19 @@ def frames(
     # ts/dur beyond int64 became null in _frame: malformed too
     valid = pl.col("start").is_not_null() & pl.col("dur").is_not_null()
     malformed += int(gpu.select((~valid).sum()).item() + cpu.select((~valid).sum()).item())
+    bad_kernels += int(gpu.select((~valid & (pl.col("kind") == "kernel")).sum()).item())
+    meta["malformed_kernels"] = bad_kernels
     return meta, gpu.filter(valid), cpu.filter(valid), memory, malformed
 
 
-def _rows(path: Path) -> tuple[dict[str, Any], tuple[list[tuple], list[tuple], list[tuple], int]]:
+#: GPU, CPU and memory rows, the malformed events, the malformed kernel events
+Scanned = tuple[list[tuple], list[tuple], list[tuple], int, int]
+
+
+def _rows(path: Path) -> tuple[dict[str, Any], Scanned]:
     """The header fields read_kineto needs and the scanned rows; a function of its own so the
     decoded document (the big object) is freed on return, before any frame is built."""
-    doc = _load(path)
+    doc, replaced = _load(path)
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise NsysmoeError(f"{path}: JSON without a traceEvents list, not a Kineto trace; {HINT}")
@@ -105,14 +134,16 @@ def _rows(path: Path) -> tuple[dict[str, Any], tuple[list[tuple], list[tuple], l
         "rank": info.get("rank") if isinstance(info, dict) else None,
         "props": doc.get("deviceProperties"),
         "schema_version": doc.get("schemaVersion"),
+        "replaced": replaced,
     }
     return meta, _scan(events)
 
 
-def _load(path: Path) -> Any:
-    """The decoded JSON document, floats kept as their text; every failure is one NsysmoeError."""
+def _load(path: Path) -> tuple[Any, int]:
+    """The decoded JSON document, floats kept as their text, and how many invalid UTF-8
+    sequences became U+FFFD; every failure is one NsysmoeError."""
     try:
-        text = _read_text(path)
+        text, replaced = _read_text(path)
     except FileNotFoundError:
         raise NsysmoeError(f"{path}: no such file; check the path") from None
     except IsADirectoryError:
@@ -124,36 +155,74 @@ def _load(path: Path) -> Any:
         ) from None
     except OSError as exc:
         raise NsysmoeError(f"{path}: cannot read ({exc.strerror or exc}); check the file") from None
-    except UnicodeDecodeError:
-        raise NsysmoeError(f"{path}: not UTF-8 JSON text; {HINT}") from None
     try:
-        return json.loads(text, parse_float=str)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        return json.loads(text, parse_float=str), replaced
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError; an int of > 4300 digits
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise NsysmoeError(f"{path}: not valid JSON ({reason}); the file is truncated or not a "
                            f"trace; {HINT}") from None  # fmt: skip
 
 
-def _read_text(path: Path) -> str:
-    """Whole file as text, gunzipped when it starts with the gzip magic (suffixes lie).
+def _read_text(path: Path) -> tuple[str, int]:
+    """Whole file as text, gunzipped when it starts with the gzip magic (suffixes lie), and the
+    count of invalid UTF-8 sequences shown as U+FFFD (outside strings they fail as JSON).
 
     A function of its own so the compressed and decompressed bytes are freed on return, before
     the JSON objects exist.
     """
     if path.is_dir():
         raise IsADirectoryError(path)
-    data = path.read_bytes()
-    if data.startswith(GZIP_MAGIC):
-        data = gzip.decompress(data)
-    return data.decode("utf-8-sig")
+    data = _read_bytes(path)
+    try:
+        return data.decode("utf-8-sig"), 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8-sig", "replace")
+        return text, text.count("\ufffd") - data.count("\ufffd".encode())
 
 
-def _scan(events: list[Any]) -> tuple[list[tuple], list[tuple], list[tuple], int]:
-    """One pass over the events: a tuple per kept event, and the count of malformed ones."""
+def _read_bytes(path: Path) -> bytes | bytearray:
+    """The file's bytes, gunzipped in chunks: a gzip bomb stops at the cap, not at RAM's end."""
+    with path.open("rb") as fh:
+        if fh.read(len(GZIP_MAGIC)) != GZIP_MAGIC:
+            fh.seek(0)
+            return fh.read()
+        fh.seek(0)
+        limit, why = _cap(os.fstat(fh.fileno()).st_size)
+        out = bytearray()
+        with gzip.GzipFile(fileobj=fh) as gz:
+            while chunk := gz.read(CHUNK):
+                if len(out) + len(chunk) > limit:
+                    raise NsysmoeError(
+                        f"{path}: gzip data expands beyond {limit:,} bytes ({why}), which looks "
+                        f"like a gzip bomb; if the trace is genuine, set {MAX_JSON_ENV} to a "
+                        "larger number of bytes"
+                    )
+                out += chunk
+        return out
+
+
+def _cap(compressed: int) -> tuple[int, str]:
+    """The most bytes a gzip trace may expand to, and where that limit comes from."""
+    raw = os.environ.get(MAX_JSON_ENV)
+    if raw is None or not raw.strip():
+        limit = max(MIN_CAP, CAP_RATIO * compressed)
+        return limit, f"the default limit: {CAP_RATIO}x the compressed size, at least 64 MiB"
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise NsysmoeError(
+            f"{MAX_JSON_ENV}={raw!r} is not a number of bytes; set it to a whole number such as "
+            f"{4 << 30} (4 GiB), or unset it"
+        )
+    return int(raw), f"the limit set by {MAX_JSON_ENV}"
+
+
+def _scan(events: list[Any]) -> Scanned:
+    """One pass over the events: a tuple per kept event, the count of malformed ones and of the
+    malformed ones that were kernels. A complete event (``"ph": "X"``) without ``dur`` is
+    malformed: it has no length, not a zero one."""
     gpu: list[tuple] = []
     cpu: list[tuple] = []
     memory: list[tuple] = []
-    malformed = 0
+    malformed = bad_kernels = 0
     for ev in events:
         try:
             ph = ev.get("ph")
@@ -171,7 +240,7 @@ def _scan(events: list[Any]) -> tuple[list[tuple], list[tuple], list[tuple], int
                 a = ev.get("args") or {}
                 gpu.append(
                     (kind, a.get("device", ev.get("pid")), a.get("stream", ev.get("tid")),
-                     to_ns(ev["ts"]), to_ns(ev.get("dur", 0)), a.get("correlation"),
+                     to_ns(ev["ts"]), to_ns(ev["dur"]), a.get("correlation"),
                      ev.get("name"), a.get("bytes"))
                 )  # fmt: skip
                 continue
@@ -179,12 +248,13 @@ def _scan(events: list[Any]) -> tuple[list[tuple], list[tuple], list[tuple], int
             if kind is not None:
                 a = ev.get("args") or {}
                 cpu.append(
-                    (kind, ev.get("pid"), ev.get("tid"), to_ns(ev["ts"]), to_ns(ev.get("dur", 0)),
+                    (kind, ev.get("pid"), ev.get("tid"), to_ns(ev["ts"]), to_ns(ev["dur"]),
                      a.get("correlation"), ev.get("name"))
                 )  # fmt: skip
         except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError):
             malformed += 1
-    return gpu, cpu, memory, malformed
+            bad_kernels += type(ev) is dict and ev.get("cat") == "kernel" and ev.get("ph") == "X"
+    return gpu, cpu, memory, malformed, bad_kernels
 
 
 def frame(rows: list[tuple], schema: dict[str, pl.DataType]) -> pl.DataFrame:
