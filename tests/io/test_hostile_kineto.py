@@ -121,8 +121,8 @@ def test_malformed_device_is_counted_and_dropped(tmp_path: Path) -> None:
 
     path, truth = with_kernels(tmp_path, edit, n=4)
     trace = load(path)
-    assert trace.dropped["GPU rows without a device"] == 4
-    assert "4 GPU rows without a device left out" in trace.warnings
+    assert trace.dropped["GPU rows without a device or process"] == 4
+    assert "4 GPU rows without a device or process left out" in trace.warnings
     assert trace.kernels["device"].null_count() == 0
     assert gpu_numbers(analyze(trace)) == truth_numbers(truth, 0)
 

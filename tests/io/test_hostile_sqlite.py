@@ -169,12 +169,17 @@ def test_null_start_end_rows_are_counted_and_numbers_exact(tmp_path: Path) -> No
         copy_rows(conn, KERNELS, 500, start="NULL")
         copy_rows(conn, KERNELS, 336, end="NULL")
         copy_rows(conn, KERNELS, 7, deviceId="NULL")
+        copy_rows(conn, KERNELS, 2, globalPid="NULL")  # the DDL allows it: no GPU to put it on
+        relax(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
+        copy_rows(conn, "CUPTI_ACTIVITY_KIND_MEMCPY", 1, start="NULL")
     trace = load(path)
     assert trace.dropped["kernel rows with a missing or non-integer start/end"] == 836
-    assert trace.dropped["kernel rows without a device"] == 7
+    assert trace.dropped["kernel rows without a device or process"] == 9
+    assert trace.dropped["memory op rows with a missing or non-integer start/end"] == 1
     assert "836 kernel rows with a missing or non-integer start/end left out" in trace.warnings
-    assert "7 kernel rows without a device left out" in trace.warnings
+    assert "9 kernel rows without a device or process left out" in trace.warnings
     assert gpu_numbers(analyze(trace)) == truth_numbers(truth)
+    assert_clean_run(run_cli("analyze", str(path), "--format", "json"))
 
 
 def test_cpu_rows_cleaned_by_the_same_policy(tmp_path: Path) -> None:
@@ -259,7 +264,7 @@ def test_text_and_real_in_integer_columns_are_counted(tmp_path: Path, where: str
             )
     trace = load(path)
     assert trace.dropped["kernel rows with a missing or non-integer start/end"] == 5
-    assert trace.dropped["kernel rows without a device"] == 1
+    assert trace.dropped["kernel rows without a device or process"] == 1
     assert ("values that are not integers in integer columns of CUPTI_ACTIVITY_KIND_KERNEL "
             "read as missing") in trace.warnings  # fmt: skip
     assert gpu_numbers(analyze(trace)) == truth_numbers(truth)
