@@ -14,7 +14,7 @@ import pytest
 
 from nsysmoe.api import analyze, load
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io import nsys_sqlite
+from nsysmoe.io import bulk, nsys_sqlite
 from nsysmoe.io.nsys_sqlite import read_nsys_sqlite
 from tests.fixtures.hostile import (
     KERNELS,
@@ -314,3 +314,26 @@ def test_chmod_000_file_says_permission_denied(tmp_path: Path) -> None:
             read_nsys_sqlite(path)
     finally:
         path.chmod(0o644)
+
+
+def test_sqlite3_fallback_reads_damage_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the ADBC driver rows come from ``sqlite3``, whose conversions are lenient (1.5
+    would become 1): every value is checked in SQL instead, with the same result."""
+    path, truth = export(tmp_path / "fallback.sqlite")
+    with edited(path) as conn:
+        copy_rows(conn, KERNELS, 3, start="'soon'")
+        copy_rows(conn, KERNELS, 2, start="1.5")
+        copy_rows(conn, KERNELS, 1, deviceId="'gpu0'")
+        (name_id,) = conn.execute(f"SELECT demangledName FROM {KERNELS} LIMIT 1").fetchone()
+        conn.execute(f"UPDATE StringIds SET value = {BAD_UTF8} WHERE id = ?", (name_id,))
+    arrow = read_nsys_sqlite(path)
+    monkeypatch.setattr(bulk, "adbc_driver_manager", None)
+    rows = read_nsys_sqlite(path)
+    for table in ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events"):
+        assert getattr(rows, table).equals(getattr(arrow, table)), table
+    assert rows.warnings == arrow.warnings and rows.dropped == arrow.dropped
+    assert rows.dropped["kernel rows with a missing or non-integer start/end"] == 5
+    assert "1 strings with invalid UTF-8 bytes shown with U+FFFD" in rows.warnings
+    assert gpu_numbers(analyze(rows)) == truth_numbers(truth)
