@@ -264,7 +264,8 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
     ranges = df.filter(pl.col("etype") != NVTX_DOMAIN_CREATE).join(
         domains, on=["pid", "domain_id"], how="left"
     )
-    unnamed = ranges.select((pl.col("text_id").is_not_null() & pl.col("sid").is_null()).sum())
+    lost = pl.col("text_id").is_not_null() & pl.col("sid").is_null() & (pl.col("text") == "")
+    unnamed = ranges.select(lost.sum())
     if unnamed.item():
         notes.said.append(f"{unnamed.item()} NVTX range names not found in StringIds "
                           "(shown as empty names)")  # fmt: skip

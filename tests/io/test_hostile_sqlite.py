@@ -227,7 +227,10 @@ def test_empty_string_ids_warn_with_the_count(tmp_path: Path) -> None:
         conn.execute("DELETE FROM StringIds")
     trace = load(path)
     assert set(trace.kernels["name"]) == {"[unknown]"}
-    assert "836 of 836 kernel names not found in StringIds (shown as [unknown])" in trace.warnings
+    assert trace.warnings == (
+        "836 of 836 kernel names not found in StringIds (shown as [unknown])",
+        "2 NVTX range names not found in StringIds (shown as empty names)",  # the 2 by textId
+    )
     assert gpu_numbers(analyze(trace))[(48211, 0)]["kernels"] == 836
     del truth
 
