@@ -5,6 +5,7 @@ caller hands in how to show progress (the CLI: a progress bar on stderr)."""
 from __future__ import annotations
 
 import glob
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -111,7 +112,10 @@ def map_files(
                 bar.update(1)
             return out
     results: list[Any] = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=min(executor.jobs, len(items))) as pool:
+    # forkserver, not fork: a forked child inherits polars' thread pool locks (the parent has
+    # used polars by now, e.g. compiling the rules) and can deadlock in its first query
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(min(executor.jobs, len(items)), mp_context=context) as pool:
         futures = {pool.submit(_safe, fn, item): i for i, item in enumerate(items)}
         with executor.progress(len(items), label) as bar:
             for fut in as_completed(futures):
