@@ -259,8 +259,8 @@ def opened(path: Path) -> Iterator[Db]:
                 "wait for the writer to finish and run again"
             )
         check_not_being_written(path)
-    except DB_ERRORS as exc:  # raised here or in the caller's with-block
-        raise _corrupt(path, exc) from None
+    except (*DB_ERRORS, UnicodeDecodeError) as exc:  # here or in the caller's with-block; an
+        raise _corrupt(path, exc) from None  # error message quoting a damaged schema's bytes
     finally:
         if bulk is not None:
             bulk.close()
@@ -269,6 +269,8 @@ def opened(path: Path) -> Iterator[Db]:
 
 def _corrupt(path: Path, exc: Exception) -> NsysmoeError:
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, UnicodeDecodeError):
+        reason = "an error quoting bytes that are not UTF-8, from a damaged schema"
     return NsysmoeError(
         f"{path}: unreadable SQLite ({reason}); the file is truncated or corrupt, export it again"
     )

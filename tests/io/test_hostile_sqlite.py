@@ -340,3 +340,18 @@ def test_sqlite3_fallback_reads_damage_the_same(
     assert rows.dropped["kernel rows with a missing or non-integer start/end"] == 5
     assert "1 strings with invalid UTF-8 bytes shown with U+FFFD" in rows.warnings
     assert gpu_numbers(analyze(rows)) == truth_numbers(truth)
+
+
+def test_damaged_schema_with_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    """SQLite's error message quotes the damaged schema text; its bytes must not escape as a
+    UnicodeDecodeError (an internal error)."""
+    path, _ = export(tmp_path / "schema.sqlite")
+    bad = b"CREATE TABLE TARGET_INFO_GPU (id INTEGER, 'x\xff\xfe".hex()
+    with edited(path) as conn:
+        conn.execute("PRAGMA writable_schema=ON")
+        conn.execute(f"UPDATE sqlite_master SET sql = CAST(X'{bad}' AS TEXT) "
+                     "WHERE name = 'TARGET_INFO_GPU'")  # fmt: skip
+    assert one_line_error(run_cli("analyze", str(path))) == (
+        f"{path}: unreadable SQLite (an error quoting bytes that are not UTF-8, from a damaged "
+        "schema); the file is truncated or corrupt, export it again"
+    )
