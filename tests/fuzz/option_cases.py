@@ -19,6 +19,7 @@ for w in ("garbage", ":", "5-3", "3-3", "0-0", "-1s:2s", "2s:1s", "1e400s:", ":1
           "99999999999999999999s:", "+99999999999s:", "1:2:3", "+:+", "iterations:1-2",
           "1.5.5s:2s", "1ks:2s", "nan:inf", "  7 - 9 ", "0:1ns", "+0:+1ns", "\x00:1"):  # fmt: skip
     _add(f"window-{w!r}", "analyze", "{good}", "--window", w)
+for w in ("garbage", "5-3", "0-0", "2s:1s", "99999999999999999999s:", "+99999999999s:"):
     _add(f"ab-window-{w!r}", "analyze", "{good}", "{other}", "--window", w)
 for top in ("-1", "0", "999999999999999999999", "x", "1e3"):
     _add(f"kernels-top-{top}", "kernels", "{good}", "--top", top)
@@ -35,6 +36,7 @@ for cond in ("garbage", "hidden_pct<<3", "bogus<1", "hidden_pct<1e400", "hidden_
              "matched==1"):  # fmt: skip
     _add(f"fail-if-{cond!r}", "analyze", "{good}", "--fail-if", cond,
          codes=frozenset({0, 1, 2}))  # fmt: skip
+for cond in ("garbage", "bogus<1", "hidden_pct<1e400", "matched==1", "step_time_delta_pct>0"):
     _add(f"ab-fail-if-{cond!r}", "analyze", "{good}", "{other}", "--fail-if", cond,
          codes=frozenset({0, 1, 2}))  # fmt: skip
 for fmt in ("xml", "", "JSON", "csv"):
