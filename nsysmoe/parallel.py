@@ -4,24 +4,38 @@ caller hands in how to show progress (the CLI: a progress bar on stderr)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import logging
 import multiprocessing
 import os
+import re
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nsysmoe.errors import NsysmoeError
+from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.results import Failure
 
 TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
 
 
 def expand(arg: str) -> list[str]:
-    """A directory → its trace files; a glob → its matches; anything else → itself. Sorted."""
+    """A directory → its trace files; a glob → its matches; anything else → itself. Sorted. A
+    path that exists is itself even when its name holds glob characters (``x[1].sqlite``)."""
+    try:
+        return _expand(arg)
+    except OSError as exc:  # e.g. a folder on the way that this user may not list
+        raise NsysmoeError(f"{arg}: cannot look into it ({exc.strerror or exc}); check the "
+                           "path and its permissions") from None  # fmt: skip
+
+
+def _expand(arg: str) -> list[str]:
     path = Path(arg)
     if path.is_dir():
         found = _one_per_run(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
@@ -30,7 +44,7 @@ def expand(arg: str) -> list[str]:
                 f"{arg}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})"
             )
         return found
-    if glob.has_magic(arg):
+    if glob.has_magic(arg) and not os.path.lexists(arg):
         found = sorted(glob.glob(arg))
         if not found:
             raise NsysmoeError(f"{arg}: pattern matches no files")
@@ -84,13 +98,97 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _safe(fn: Callable[..., Any], item: Any) -> Any:
+#: ``NSYSMOE_DASK_TIMEOUT``: seconds to reach a Dask scheduler and find a worker there
+DASK_TIMEOUT_S = 10.0
+_ADDRESS = re.compile(
+    r"^(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$"
+)
+_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss")
+
+
+def dask_address_problem(address: str) -> str | None:
+    """Why ``address`` is no scheduler address (``local``, ``HOST:PORT``, ``SCHEME://HOST:PORT``
+    with tcp, tls, ucx, ws or wss), or None."""
+    m = _ADDRESS.match(address)
+    if address == "local" or (m and m["scheme"] in (None, *_SCHEMES)
+                              and 0 < int(m["port"]) < 65536):  # fmt: skip
+        return None
+    return ("not a scheduler address; use 'local' (a LocalCluster here), HOST:PORT or "
+            "tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786; also tls://, ucx://, ws://)")
+
+
+def check_dask_address(address: str) -> str:
+    """The address, else a :class:`UsageError` that shows the forms."""
+    problem = dask_address_problem(address)
+    if problem:
+        raise UsageError(f"--dask {address!r}: {problem}")
+    return address
+
+
+def dask_timeout() -> float:
+    text = os.environ.get("NSYSMOE_DASK_TIMEOUT")
+    if text is None:
+        return DASK_TIMEOUT_S
     try:
-        return fn(*item) if isinstance(item, tuple) else fn(item)
-    except NsysmoeError as exc:
-        return Failure(_label(item), str(exc))
-    except Exception as exc:  # noqa: BLE001 - one bad file must not stop a 256-rank run
-        return Failure(_label(item), f"{type(exc).__name__}: {exc}")
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise NsysmoeError(f"NSYSMOE_DASK_TIMEOUT={text!r}: use a number of seconds, e.g. 30")
+    return value
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """A message on one line (a library's multi-line message joined), at most ``limit`` chars."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _safe(fn: Callable[..., Any], item: Any) -> Any:
+    """``fn(item)``, or the item's :class:`Failure`: any exception but an interrupt or an exit —
+    polars' PanicException (a Rust panic on a malformed file) derives from BaseException — is
+    that item's failure, as plain picklable data. nsysmoe's own warnings travel with the value
+    (a worker process cannot show them in the caller's report); others are shown as usual."""
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            value = fn(*item) if isinstance(item, tuple) else fn(item)
+        except NsysmoeError as exc:
+            value = Failure(_label(item), one_line(str(exc)))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - one bad file must not stop a 256-rank run
+            value = Failure(_label(item), _describe(exc))
+    notes = []
+    for w in caught:
+        if w.category.__module__.partition(".")[0] == "nsysmoe":
+            notes.append((w.category, one_line(str(w.message))))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    return _Done(value, tuple(notes)) if notes else value
+
+
+def _describe(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if name == "PanicException":
+        return one_line(f"the reader crashed on this file (polars panicked: {exc}); the file "
+                        "is probably damaged: export it again, or report it with the file")
+    return one_line(f"{name}: {exc}")
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A worker's value with the nsysmoe warnings it raised (re-raised in the caller)."""
+
+    value: Any
+    notes: tuple[tuple[type[Warning], str], ...]
+
+
+def _unwrap(result: Any) -> Any:
+    if isinstance(result, _Done):
+        for category, message in result.notes:
+            warnings.warn(message, category, stacklevel=2)
+        return result.value
+    return result
 
 
 def _label(item: Any) -> str:
@@ -101,36 +199,138 @@ def map_files(
     fn: Callable[..., Any], items: Sequence[Any], executor: Executor, label: str
 ) -> list[Any]:
     """``fn`` over items (paths, or tuples of paths), results in input order; a failing item
-    yields a :class:`Failure` instead of raising. ``fn`` must be a module-level function."""
-    if executor.dask:
-        return _map_dask(fn, items, executor.dask)
-    if executor.jobs <= 1 or len(items) == 1:
+    yields a :class:`Failure` instead of raising, and so does an item whose worker process died.
+    ``fn`` must be a module-level function; the nsysmoe warnings it raises in a worker (a cache
+    that could not be written) are raised again here."""
+    items = list(items)
+    if executor.dask is not None:
+        results = _map_dask(fn, items, executor)
+    elif executor.jobs <= 1 or len(items) == 1:
         with executor.progress(len(items), label) as bar:
-            out = []
+            results = []
             for item in items:
-                out.append(_safe(fn, item))
+                results.append(_safe(fn, item))
                 bar.update(1)
-            return out
-    results: list[Any] = [None] * len(items)
+    else:
+        results = [None] * len(items)
+        with executor.progress(len(items), label) as bar:
+            _map_pool(fn, items, list(range(len(items))), executor.jobs, results, bar)
+    return [_unwrap(r) for r in results]
+
+
+def _map_pool(fn: Callable[..., Any], items: list[Any], todo: list[int], jobs: int,
+              results: list[Any], bar: Progress) -> None:  # fmt: skip
+    """``todo`` (indices into items) over a process pool, into ``results``. A worker that dies
+    (killed for memory, a crash in native code) breaks the whole pool: what finished is kept,
+    the rest is split in halves and each half run again in a fresh pool, until the item that
+    kills its worker runs alone and becomes its :class:`Failure`."""
     # forkserver, not fork: a forked child inherits polars' thread pool locks (the parent has
     # used polars by now, e.g. compiling the rules) and can deadlock in its first query
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(min(executor.jobs, len(items)), mp_context=context) as pool:
-        futures = {pool.submit(_safe, fn, item): i for i, item in enumerate(items)}
-        with executor.progress(len(items), label) as bar:
-            for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
-                bar.update(1)
-    return results
+    left: list[int] = []
+    with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=context) as pool:
+        futures = {pool.submit(_safe, fn, items[i]): i for i in todo}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except BrokenProcessPool:
+                left.append(i)
+                continue
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be unpickled
+                results[i] = Failure(_label(items[i]), _describe(exc))
+            bar.update(1)
+    if not left:
+        return
+    left.sort()
+    if len(left) == 1 and len(todo) == 1:
+        results[left[0]] = Failure(_label(items[left[0]]), WORKER_DIED)
+        bar.update(1)
+        return
+    half = (len(left) + 1) // 2
+    for part in (left[:half], left[half:]):
+        if part:
+            _map_pool(fn, items, part, jobs, results, bar)
 
 
-def _map_dask(fn: Callable[..., Any], items: Sequence[Any], address: str) -> list[Any]:
+WORKER_DIED = ("the worker process reading this file died (out of memory, or a crash in a "
+               "native library); try it alone with --jobs 1, or export it again")  # fmt: skip
+
+
+def _map_dask(fn: Callable[..., Any], items: list[Any], executor: Executor) -> list[Any]:
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise NsysmoeError("--dask needs dask.distributed: pip install 'nsysmoe[dask]'") from None
+    address = check_dask_address(executor.dask or "")
     if address == "local":
-        with LocalCluster(processes=True, dashboard_address=None) as cluster, Client(cluster) as c:
-            return c.gather(c.map(_safe, [fn] * len(items), list(items), pure=False))
-    with Client(address) as client:
-        return client.gather(client.map(_safe, [fn] * len(items), list(items), pure=False))
+        # its workers' logs stay quiet: what goes wrong with a file is that file's Failure
+        quiet = {"processes": True, "dashboard_address": None, "silence_logs": logging.CRITICAL}
+        with LocalCluster(**quiet) as cluster, Client(cluster) as client:
+            return _gather(client, fn, items, executor, "local")
+    timeout = dask_timeout()
+    _probe(address, timeout)  # a silent port would hang the synchronous client's handshake
+    try:
+        client = Client(address, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        raise NsysmoeError(_unreachable(address, timeout, exc)) from None
+    with client:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except (OSError, TimeoutError):
+            raise NsysmoeError(f"--dask {address}: the scheduler has no workers (waited "
+                               f"{timeout:g} s); start some: dask worker {address}") from None
+        return _gather(client, fn, items, executor, address)
+
+
+def _gather(client: Any, fn: Callable[..., Any], items: list[Any], executor: Executor,
+            address: str) -> list[Any]:  # fmt: skip
+    """Every item's value in input order; a task Dask gave up on (its workers died: KilledWorker)
+    is that item's :class:`Failure`."""
+    from dask.distributed import as_completed as dask_completed
+
+    futures = client.map(_safe, [fn] * len(items), items, pure=False)
+    index = {fut.key: i for i, fut in enumerate(futures)}
+    results: list[Any] = [None] * len(items)
+    with executor.progress(len(items), f"dask {address}") as bar:
+        for fut in dask_completed(futures):
+            i = index[fut.key]
+            try:
+                results[i] = fut.result()
+            except Exception as exc:  # noqa: BLE001 - KilledWorker, a lost scheduler, …
+                died = type(exc).__name__ == "KilledWorker"
+                results[i] = Failure(_label(items[i]), WORKER_DIED if died else _describe(exc))
+            bar.update(1)
+    return results
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Connect once with the asynchronous client under a hard deadline: a port that accepts and
+    never answers (an HTTP server, a firewall) fails here after ``timeout`` s, not never."""
+    import asyncio
+
+    from dask.distributed import Client
+
+    async def connect() -> None:
+        client = Client(address, asynchronous=True, timeout=timeout)
+        try:
+            await asyncio.wait_for(client, timeout)
+        finally:  # closed here, in this loop: no "coroutine never awaited" noise at exit
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.close(), timeout)
+
+    try:
+        asyncio.run(connect())
+    except (OSError, TimeoutError) as exc:
+        raise NsysmoeError(_unreachable(address, timeout, exc)) from None
+    except Exception:  # noqa: BLE001 - whatever answered was not a Dask scheduler
+        raise NsysmoeError(f"--dask {address}: something answered there, but not a Dask "
+                           "scheduler; check the address (`dask scheduler` prints it) or use "
+                           "--dask local") from None  # fmt: skip
+
+
+def _unreachable(address: str, timeout: float, exc: BaseException) -> str:
+    reason = one_line(str(exc)) or "no answer"
+    return (f"--dask {address}: no Dask scheduler answered within {timeout:g} s ({reason}); "
+            "check the address (`dask scheduler` prints it), raise NSYSMOE_DASK_TIMEOUT, or use "
+            "--dask local")  # fmt: skip
