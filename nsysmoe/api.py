@@ -8,6 +8,8 @@ that :func:`render` and :func:`plot` turn into text and figures.
 
 from __future__ import annotations
 
+import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
@@ -61,15 +63,14 @@ TraceLike = str | Path | Trace
 
 def load(path: str | Path, *, cache_dir: str | Path | None = None) -> Trace:
     """Read a trace into canonical polars tables (see :mod:`nsysmoe.model`); with ``cache_dir``
-    reuse (and fill) the cache of :mod:`nsysmoe.io.cache`."""
+    reuse (and fill) the cache of :mod:`nsysmoe.io.cache` (a cache that cannot be written is a
+    :class:`~nsysmoe.io.cache.CacheWarning`, not an error)."""
     path = Path(path)
-    if cache_dir is None or not path.is_file():
+    if cache_dir is None or not os.path.isfile(path):  # os.path: False, not raised, if unreadable
         return load_trace(path)
-    hit = cache.load(Path(cache_dir), path)
-    if hit is not None:
-        return hit
-    trace = load_trace(path)
-    cache.store(Path(cache_dir), path, trace)
+    trace, note = cache.through(Path(cache_dir), path, load_trace)
+    if note:  # the cache never stops a read; the CLI shows this after the report
+        warnings.warn(note, cache.CacheWarning, stacklevel=2)
     return trace
 
 
@@ -155,12 +156,14 @@ def _compare_paths(
     return replace(c, **sides)
 
 
-def compat(paths: list[str], *, tool: str = "hta", rules: RuleSet | None = None) -> CompatRun:
+def compat(
+    paths: list[TraceLike], *, tool: str = "hta", rules: RuleSet | None = None
+) -> CompatRun:
     """Another tool's conventions per trace (``"hta"``: HolisticTraceAnalysis 0.5.0), the
     traces taken together as one job's ranks (HTA counts ProfilerStep names across them)."""
     if tool != "hta":
         raise NsysmoeError(f"--compat {tool!r}: unknown tool; known: hta")
-    traces = [load(p) for p in paths]
+    traces = [_trace(p, None) for p in paths]
     steps = frozenset().union(*(profiler_step_names(t) for t in traces))
     return CompatRun(tuple(compat_analysis(pipeline.prepare(t, rules), step_names=steps)
                            for t in traces))  # fmt: skip

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from dataclasses import replace
 from pathlib import Path
 
 from nsysmoe.errors import NsysmoeError
@@ -10,23 +13,50 @@ from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
 from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
 from nsysmoe.model import Trace
 
+_NOT_A_FILE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
 
 def load_trace(path: str | Path) -> Trace:
     """Read a trace, detecting its format by content, not suffix: SQLite magic → nsys export; gzip
     magic or JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep``
     go through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
-    pass."""
+    pass. Only regular files are opened: a FIFO, device or socket is refused before any read (an
+    open of a FIFO would block, ``/dev/zero`` never ends)."""
     path = Path(path)
+    _check_regular(path)
     if path.suffix in REPORT_SUFFIXES and path.is_file():
         with export_report(path) as sqlite_path:
             trace = read_nsys_sqlite(sqlite_path)
-        return trace
+        return replace(trace, path=str(path))  # the user's report, not the deleted export
     if path.is_file():
-        with path.open("rb") as fh:
-            head = fh.read(64)
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(64)
+        except OSError as exc:
+            raise NsysmoeError(f"{path}: cannot read it ({exc.strerror or exc}); check its "
+                               "permissions") from None  # fmt: skip
         if not head.strip():
             raise NsysmoeError(f"{path}: file is empty; pass an nsys SQLite export or a PyTorch "
                                "profiler trace")  # fmt: skip
         if not head.startswith(SQLITE_MAGIC) and is_kineto(head):
             return read_kineto(path)
     return read_nsys_sqlite(path)
+
+
+def _check_regular(path: Path) -> None:
+    """Refuse what is not a regular file or a folder (those the readers name), without opening
+    it; a path the user may not look up is said here too."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return  # the reader says "no such file" (a dangling link too)
+    except ValueError:  # an embedded NUL byte
+        raise NsysmoeError(f"{str(path)!r}: not a valid path; check the argument") from None
+    except OSError as exc:
+        raise NsysmoeError(f"{path}: cannot look it up ({exc.strerror or exc}); check the path "
+                           "and the permissions of its folders") from None  # fmt: skip
+    for test, what in _NOT_A_FILE:
+        if test(mode):
+            raise NsysmoeError(f"{path}: is {what}, not a trace file; pass an nsys SQLite export "
+                               "or a PyTorch profiler trace")  # fmt: skip

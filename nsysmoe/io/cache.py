@@ -1,9 +1,19 @@
 """Opt-in cache of read traces, so one side of several A/Bs is read once.
 
-The key is the file's identity — resolved path, device, inode, size, mtime in ns — plus a hash
-of its first and last 1 MiB and the nsysmoe version: editing, replacing or re-exporting the file
-changes the key, so a stale entry is never served. Entries are the canonical tables as Arrow IPC
-files (fast to map back), written to a temporary folder and renamed into place atomically.
+What the key covers, exactly: the file's resolved path, device, inode, size and mtime (ns), the
+nsysmoe version and the cache format, and a hash of the file's content — all of it for a file of
+up to 64 MiB (``FULL_HASH_BYTES``; one extra read of the file, far cheaper than parsing it), and
+for a larger file 64 blocks of 64 KiB spread evenly from its first byte to its last (4 MiB read).
+So editing, replacing or re-exporting a file changes the key, and so does an in-place edit that
+keeps the size and restores the mtime — except, in a file over 64 MiB, one that touches only bytes
+outside the sampled blocks: that edit is not seen, and the old entry is served.
+
+Entries are the canonical tables as Arrow IPC files (fast to map back), written to a temporary
+folder and renamed into place atomically; folders and files are created with the user's umask
+(a shared cache folder stays shared). The cache never stops an analysis: a damaged entry is
+removed and rebuilt, a folder that cannot be used is reported (:func:`prepare`) and skipped, and
+an entry that cannot be stored is a note (:func:`store` returns it; the API raises it as a
+:class:`CacheWarning`).
 """
 
 from __future__ import annotations
@@ -12,7 +22,8 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
+import uuid
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
@@ -21,9 +32,15 @@ import polars as pl
 from nsysmoe._version import __version__
 from nsysmoe.model import Trace
 
-EDGE_BYTES = 1 << 20
-FORMAT = 2  # bumped when the canonical tables change (2: total_memory_bytes)
+FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole
+SAMPLES, SAMPLE_BYTES = 64, 64 << 10  # larger files: this many blocks, evenly spread
+FORMAT = 3  # bumped when the canonical tables or the key change (3: content hash)
 TABLES = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
+META = tuple(f.name for f in fields(Trace) if f.name not in TABLES)
+
+
+class CacheWarning(UserWarning):
+    """The cache could not be used for one trace; the analysis went on without it."""
 
 
 def default_dir() -> Path:
@@ -33,48 +50,116 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nsysmoe"
 
 
+def prepare(cache_dir: Path) -> str | None:
+    """Create ``cache_dir`` if needed and check that entries can be written there: None, or why
+    not (one line) — the caller then goes on without the cache."""
+    probe = cache_dir / f".probe-{uuid.uuid4().hex}"
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        what = "is not a folder" if cache_dir.exists() and not cache_dir.is_dir() else (
+            f"cannot be written ({exc.strerror or exc})")  # fmt: skip
+        return (f"--cache: {cache_dir} {what}; going on without the cache (set "
+                "NSYSMOE_CACHE_DIR to a writable folder)")  # fmt: skip
+    return None
+
+
 def key(path: Path) -> str:
+    """The entry name of ``path`` (see the module docstring for what it covers)."""
     st = path.stat()
-    h = hashlib.sha256()
+    h = hashlib.blake2b(digest_size=16)
     ident = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, __version__,
              FORMAT)  # fmt: skip
     h.update(repr(ident).encode())
     with path.open("rb") as fh:
-        h.update(fh.read(EDGE_BYTES))
-        if st.st_size > EDGE_BYTES:
-            fh.seek(max(EDGE_BYTES, st.st_size - EDGE_BYTES))
-            h.update(fh.read(EDGE_BYTES))
-    return h.hexdigest()[:32]
+        if st.st_size <= FULL_HASH_BYTES:
+            while block := fh.read(1 << 20):
+                h.update(block)
+        else:
+            last = st.st_size - SAMPLE_BYTES
+            for i in range(SAMPLES):
+                fh.seek(last * i // (SAMPLES - 1))
+                h.update(fh.read(SAMPLE_BYTES))
+    return h.hexdigest()
 
 
-def load(cache_dir: Path, path: Path) -> Trace | None:
-    entry = cache_dir / key(path)
-    meta_file = entry / "meta.json"
-    if not meta_file.exists():
+def through(
+    cache_dir: Path, path: Path, read: Callable[[Path], Trace]
+) -> tuple[Trace, str | None]:
+    """``path``'s trace from the cache, else ``read(path)`` stored there; with the note of
+    :func:`store` (None when all went well). The key is computed once."""
+    try:
+        name = key(path)
+    except OSError:
+        return read(path), None  # the file itself cannot be read: the reader says so
+    trace = load(cache_dir, path, name)
+    if trace is not None:
+        return trace, None
+    trace = read(path)
+    return trace, store(cache_dir, path, trace, name)
+
+
+def load(cache_dir: Path, path: Path, name: str | None = None) -> Trace | None:
+    """The cached trace of ``path`` (entry ``name``, default its :func:`key`), or None: no
+    entry, or a damaged one (removed, to be rebuilt). Never raises for the cache's sake."""
+    try:
+        entry = cache_dir / (name or key(path))
+    except OSError:
+        return None  # the file itself cannot be read: the reader says so
+    if not (entry / "meta.json").is_file():
         return None
     try:
-        meta = json.loads(meta_file.read_text())
+        meta = json.loads((entry / "meta.json").read_text())
+        if not isinstance(meta, dict) or set(meta) != set(META):
+            raise ValueError("meta.json does not describe a trace")
+        meta["path"] = str(path)
+        meta["warnings"] = tuple(meta["warnings"])
         tables = {t: pl.read_ipc(entry / f"{t}.arrow") for t in TABLES}
-    except (OSError, ValueError, pl.exceptions.PolarsError):
-        shutil.rmtree(entry, ignore_errors=True)  # a damaged entry is rebuilt, never fatal
+        return Trace(**meta, **tables)
+    except Exception:  # noqa: BLE001 - damaged in any way: rebuilt, never fatal
+        _remove(entry)
         return None
-    meta["path"] = str(path)
-    meta["warnings"] = tuple(meta["warnings"])
-    return Trace(**meta, **tables)
 
 
-def store(cache_dir: Path, path: Path, trace: Trace) -> None:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    entry = cache_dir / key(path)
-    if entry.exists():
-        return
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".tmp-"))
+def store(cache_dir: Path, path: Path, trace: Trace, name: str | None = None) -> str | None:
+    """Store ``trace`` as the entry of ``path`` (``name``, default its :func:`key`): None, or
+    why it could not be (one line)."""
+    tmp = cache_dir / f".tmp-{uuid.uuid4().hex}"
     try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        entry = cache_dir / (name or key(path))
+        if (entry / "meta.json").is_file():
+            return None
+        tmp.mkdir()  # mode 0777 & ~umask, unlike tempfile.mkdtemp's 0700
         for t in TABLES:
             getattr(trace, t).write_ipc(tmp / f"{t}.arrow")
-        meta = {f.name: getattr(trace, f.name) for f in fields(trace) if f.name not in TABLES}
+        meta = {name: getattr(trace, name) for name in META}
         meta["warnings"] = list(meta["warnings"])
         (tmp / "meta.json").write_text(json.dumps(meta))
-        os.replace(tmp, entry)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if entry.exists() or entry.is_symlink():
+            _remove(entry)  # an entry without meta.json: left half-deleted, replaced
+        try:
+            os.replace(tmp, entry)
+        except OSError:
+            if (entry / "meta.json").is_file():
+                return None  # another process stored the same entry first
+            raise
+        return None
+    except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is a note, not fatal
+        reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+        return f"--cache: could not store {path} in {cache_dir} ({reason}); read without the cache"
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        try:
+            entry.unlink()
+        except OSError:
+            pass
