@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
 from nsysmoe._version import __version__
-from nsysmoe.cli_types import WINDOW
+from nsysmoe.cli_types import DASK, WINDOW
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.model import IterationRange, Window
 
@@ -25,14 +28,43 @@ replace_option = click.option(
 )
 
 
+MAX_ROWS = 1 << 31  # --top beyond any table: all rows
+MAX_RULES_BYTES = 1 << 20  # a rule file is a few KiB of TOML
+
+
 def _rules(path: Path | None, replace: bool):  # noqa: ANN202 - a RuleSet (imported lazily)
     from nsysmoe.classify import default_rules, load_rules
 
-    return default_rules() if path is None else load_rules(path, extend_default=not replace)
+    if path is None:
+        if replace:
+            raise UsageError("--rules-replace needs --rules FILE (the rules to use instead)")
+        return default_rules()
+    _check_rules_file(path)
+    return load_rules(path, extend_default=not replace)
+
+
+def _check_rules_file(path: Path) -> None:
+    """Before reading: a regular file of sane size (``/dev/zero`` or a FIFO would never end)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise NsysmoeError(f"{path}: rule file not found; check the path") from None
+    except OSError as exc:
+        raise NsysmoeError(f"{path}: cannot look up the rule file ({exc.strerror}); check the "
+                           "path") from None  # fmt: skip
+    if not stat.S_ISREG(st.st_mode):
+        raise NsysmoeError(f"{path}: not a regular file; --rules takes a TOML rule file "
+                           "(format: nsysmoe/rules/default.toml)")  # fmt: skip
+    if st.st_size > MAX_RULES_BYTES:
+        size = f"{st.st_size / (1 << 20):.1f} MiB"
+        raise NsysmoeError(f"{path}: {size} is no rule file (at most {MAX_RULES_BYTES >> 20} "
+                           "MiB of TOML); check the --rules path")  # fmt: skip
 
 
 def _progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
-    return click.progressbar(length=n, label=label, file=sys.stderr, hidden=n < 2)
+    # on a terminal only: piped, a bar is one more stderr line around an error or a warning
+    return click.progressbar(length=n, label=label, file=sys.stderr,
+                             hidden=n < 2 or not sys.stderr.isatty())  # fmt: skip
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,11 +89,16 @@ def cli() -> None:
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Worker processes for many files [all cores].")  # fmt: skip
-@click.option("--dask", "dask_address",
-              help="Run per-file work on a Dask scheduler ('local': a LocalCluster).")  # fmt: skip
+@click.option("--dask", "dask_address", type=DASK,
+              help="Run per-file work on a Dask scheduler: 'local' (a LocalCluster), HOST:PORT "
+              "or tcp://HOST:PORT (connecting waits up to $NSYSMOE_DASK_TIMEOUT s, default "
+              "10).")  # fmt: skip
 @click.option("--cache", "use_cache", is_flag=True,
               help="Reuse traces read before ($NSYSMOE_CACHE_DIR or ~/.cache/nsysmoe); keyed by "
-              "file identity, never stale.")  # fmt: skip
+              "path, inode, size, mtime and a hash of the content (all of it up to 64 MiB; 64 "
+              "spread blocks of a larger file, so an in-place edit there that keeps size and "
+              "mtime and misses them is not seen). A cache that cannot be written is skipped "
+              "with a warning.")  # fmt: skip
 @click.option("--compat", type=click.Choice(["hta"]), help="Also compute another tool's figure "
               "with its conventions (hta: HolisticTraceAnalysis).")  # fmt: skip
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -93,12 +130,9 @@ def analyze(
         step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx,
         executor=Executor(jobs or default_jobs(), dask_address, _progress),
         cache_dir=cache.default_dir() if use_cache else None, fmt=fmt, output=output,
-        strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat,
+        strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,
     )  # fmt: skip
-    try:
-        outcome = execute(req)
-    except UsageError as exc:
-        raise click.UsageError(str(exc)) from None
+    outcome = execute(req)
     for line in outcome.before:
         click.echo(f"nsysmoe: {line}", err=True)
     _emit(outcome.text, output)
@@ -113,7 +147,8 @@ def analyze(
 
 @cli.command()
 @click.argument("trace")
-@click.option("--top", type=int, default=40, show_default=True, help="Rows to show (0 = all).")
+@click.option("--top", type=click.IntRange(min=0), default=40, show_default=True,
+              help="Rows to show (0 = all).")  # fmt: skip
 @click.option("--class", "klass", help="Only kernels of this class (comm, gemm, attention, …).")
 @click.option("--format", "fmt", type=click.Choice(("terminal", "markdown", "json", "csv")),
               default="terminal", show_default=True)  # fmt: skip
@@ -128,7 +163,7 @@ def kernels(
     from nsysmoe.results import KernelSummary
 
     table = kernel_summary(trace, rules=_rules(rules_path, rules_replace), klass=klass)
-    _emit(render(KernelSummary(trace, table, top), fmt), None)
+    _emit(render(KernelSummary(trace, table, min(top, MAX_ROWS)), fmt), None)
 
 
 @cli.command()
@@ -143,31 +178,75 @@ def examples(kineto: bool) -> None:
 def _emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
-    else:
-        output.write_text(text)
-        click.echo(f"wrote {output}", err=True)
+        return
+    try:
+        write_atomically(output, text)
+    except OSError as exc:
+        raise NsysmoeError(f"-o {output}: cannot write the report ({exc.strerror or exc}); "
+                           "write it elsewhere") from None  # fmt: skip
+    click.echo(f"wrote {output}", err=True)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file in the same folder,
+    renamed over the target (a link is followed: the file it names is replaced). A target that
+    is not a regular file (``/dev/stdout``, a FIFO) is written directly."""
+    target = Path(os.path.realpath(path))
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        cli.main(standalone_mode=False)
-    except NsysmoeError as exc:
-        click.echo(f"nsysmoe: error: {exc}", err=True)
+        cli.main(prog_name="nsysmoe", standalone_mode=False)
+    except NsysmoeError as exc:  # a UsageError too: one line, like every user error
+        click.echo(f"nsysmoe: error: {_one_line(str(exc))}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("nsysmoe: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as exc:  # a bug, not bad input: still one line unless asked for details
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see: {exc.ctx.command_path} --help)"
+        click.echo(f"nsysmoe: error: {_one_line(exc.format_message())}{hint}", err=True)
+        sys.exit(2 if exc.exit_code else 0)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a bug (or a library's panic), not bad input: still one line
         if os.environ.get("NSYSMOE_DEBUG"):
             raise
         click.echo(
-            f"nsysmoe: internal error: {type(exc).__name__}: {exc} "
+            f"nsysmoe: internal error: {type(exc).__name__}: {_one_line(str(exc))[:500]} "
             "(rerun with NSYSMOE_DEBUG=1 for a traceback and report it)",
             err=True,
         )

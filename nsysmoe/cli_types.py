@@ -1,12 +1,15 @@
-"""Command-line value types: ``--window`` as a click ``ParamType`` (a time window or iterations)."""
+"""Command-line value types: ``--window`` as a click ``ParamType`` (a time window or iterations),
+``--dask`` (a scheduler address, checked before any work)."""
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import click
 
-from nsysmoe.model import IterationRange, Window
+from nsysmoe.model import INT64_MAX, IterationRange, Window
+from nsysmoe.parallel import dask_address_problem
 
 UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
@@ -14,10 +17,23 @@ _ITERS = re.compile(r"^\s*(?:iter(?:ations?)?:)?\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
 def parse_time_ns(text: str) -> int:
+    """A time in ns; beyond int64 ns (292 years: the trace timeline's range) is refused."""
     m = _TIME.match(text)
+    shown = text if len(text) <= 30 else text[:29] + "…"
     if not m:
-        raise click.BadParameter(f"{text!r} is not a time; use e.g. 1500000, 250ms or 1.5s")
-    return round(float(m.group(1)) * UNITS_NS[m.group(2) or "ns"])
+        raise click.BadParameter(f"{shown!r} is not a time; use e.g. 1500000, 250ms or 1.5s")
+    ns = round(Decimal(m.group(1)) * UNITS_NS[m.group(2) or "ns"])  # exact: no float rounding
+    if ns > INT64_MAX:
+        raise click.BadParameter(f"{shown!r} is beyond the trace timeline (at most 2^63-1 ns, "
+                                 "about 292 years); use a time within the trace")  # fmt: skip
+    return ns
+
+
+def _iteration(text: str) -> int:
+    if len(text.lstrip("0")) > 18:  # before int(): 5000 digits is a ValueError there
+        raise click.BadParameter(f"iteration {text[:20]}… is beyond any trace; use iteration "
+                                 "numbers as the report lists them")  # fmt: skip
+    return int(text)
 
 
 class WindowType(click.ParamType):
@@ -34,7 +50,7 @@ class WindowType(click.ParamType):
         text = str(value)
         m = _ITERS.match(text)
         if m:
-            first, last = int(m.group(1)), int(m.group(2))
+            first, last = _iteration(m.group(1)), _iteration(m.group(2))
             if last < first:
                 raise click.BadParameter(f"empty iteration range {text!r}: LAST must be ≥ FIRST")
             return IterationRange(first, last)
@@ -52,3 +68,19 @@ class WindowType(click.ParamType):
 
 
 WINDOW = WindowType()
+
+
+class DaskAddressType(click.ParamType):
+    """``local``, ``HOST:PORT`` or ``SCHEME://HOST:PORT``: checked here, connected to later."""
+
+    name = "address"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:  # fmt: skip
+        problem = dask_address_problem(str(value))
+        if problem:
+            raise click.BadParameter(f"{value!r}: {problem}")
+        return str(value)
+
+
+DASK = DaskAddressType()

@@ -9,6 +9,7 @@ report with its figures. The CLI only turns options into a :class:`Request` and 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,8 +18,9 @@ from nsysmoe import api
 from nsysmoe.classify import RuleSet
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
+from nsysmoe.io import cache
 from nsysmoe.model import IterationRange, Scope, Window
-from nsysmoe.parallel import Executor, expand
+from nsysmoe.parallel import Executor, expand, map_files, one_line
 from nsysmoe.renderers import Format, render
 from nsysmoe.results import Failure
 
@@ -63,6 +65,8 @@ class Request:
     fail_if: tuple[str, ...] = ()
     plot_dir: Path | None = None
     compat: str | None = None
+    #: the ``--rules`` file: an input too, which ``output`` may not overwrite
+    rules_path: Path | None = None
 
     @property
     def ab(self) -> bool:
@@ -88,13 +92,42 @@ class Outcome:
 
 
 def execute(req: Request) -> Outcome:
-    """Run the request in the mode its arguments mean."""
+    """Run the request in the mode its arguments mean. Outputs are checked first: an input is
+    never overwritten; a cache that cannot be used is a note, never an error."""
+    check_writable(req.output, req.plot_dir)
+    before: tuple[str, ...] = ()
+    if req.cache_dir is not None and (note := cache.prepare(req.cache_dir)):
+        before, req = (f"warning: {note}",), replace(req, cache_dir=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", cache.CacheWarning)
+        outcome = _execute(req)
+    notes: list[str] = []
+    for w in caught:
+        if issubclass(w.category, cache.CacheWarning):
+            notes.append(str(w.message))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    return replace(outcome, before=before + outcome.before,
+                   after=outcome.after + _cache_notes(notes))  # fmt: skip
+
+
+def _cache_notes(notes: list[str]) -> tuple[str, ...]:
+    unique = list(dict.fromkeys(notes))
+    if len(unique) <= 1:
+        return tuple(f"warning: {n}" for n in unique)
+    return (f"warning: --cache: {len(unique)} traces could not be stored; first: {unique[0]}",)
+
+
+def _execute(req: Request) -> Outcome:
     if req.compat:
-        return _compat(req, [path for arg in req.traces for path in expand(arg)])
+        paths = [path for arg in req.traces for path in expand(arg)]
+        check_not_inputs(req, paths)
+        return _compat(req, paths)
     if len(req.traces) <= 2:
         sides = [expand(t) for t in req.traces]
     else:  # an unquoted glob expanded by the shell: one multi-rank run
         sides = [[path for arg in req.traces for path in expand(arg)]]
+    check_not_inputs(req, [path for side in sides for path in side])
     if sum(len(side) for side in sides) > len(sides):
         return _many(req, sides)
     kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir}
@@ -108,10 +141,72 @@ def execute(req: Request) -> Outcome:
     return _report(req, comparison, Gate.of(req.fail_if, comparison), error=error)
 
 
+FIGURE_SUFFIXES = (".png", ".svg")
+
+
+def check_not_inputs(req: Request, inputs: Sequence[str]) -> None:
+    """``-o`` may not be an input (the same file by any path: links, ``..``, hard links), nor may
+    ``--plot`` hold an input figures could overwrite."""
+    others = [Path(p) for p in inputs] + ([req.rules_path] if req.rules_path else [])
+    if req.output is not None:
+        for path in others:
+            if _same_file(req.output, path):
+                raise UsageError(f"-o {req.output} is the input {path}; write the report to "
+                                 "another file (inputs are never overwritten)")  # fmt: skip
+    if req.plot_dir is not None:
+        folder = os.path.realpath(req.plot_dir)
+        for path in others:
+            if path.suffix in FIGURE_SUFFIXES and os.path.realpath(path.parent) == folder:
+                raise UsageError(f"--plot {req.plot_dir} holds the input {path}, which a figure "
+                                 "could overwrite; plot to another folder")  # fmt: skip
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_writable(output: Path | None, plot_dir: Path | None) -> None:
+    """Before any work: ``-o`` and ``--plot`` can be written (one line saying why not)."""
+    if output is not None:
+        _check_target("-o", output, folder=False)
+    if plot_dir is not None:
+        _check_target("--plot", plot_dir, folder=True)
+
+
+def _check_target(option: str, path: Path, *, folder: bool) -> None:
+    if path.exists() and path.is_dir() != folder:
+        want = "a folder" if folder else "a file name, not a folder"
+        raise UsageError(f"{option} {path}: {'not a folder' if folder else 'is a folder'}; "
+                         f"pass {want}")  # fmt: skip
+    if path.exists():
+        where = path
+    else:  # the nearest folder that exists must be a folder we may write into
+        where = Path(os.path.abspath(path)).parent
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        if not folder and where != Path(os.path.abspath(path)).parent:
+            raise NsysmoeError(f"{option} {path}: folder {path.parent} does not exist; create "
+                               "it or write elsewhere")  # fmt: skip
+        if not where.is_dir():
+            raise NsysmoeError(f"{option} {path}: {where} is a file, not a folder; write "
+                               "elsewhere")  # fmt: skip
+    if not os.access(where, os.W_OK):
+        raise NsysmoeError(f"{option} {path}: {where} is not writable (permission denied); "
+                           "write elsewhere")  # fmt: skip
+
+
 def _report(req: Request, result: object, gate: Gate, *, error: str | None = None,
             before: Sequence[str] = (), after: Sequence[str] = ()) -> Outcome:  # fmt: skip
     """The report (figures first: Markdown links them), checked before anything is written."""
-    figures: list[Path] = api.plot(result, req.plot_dir) if req.plot_dir else []
+    try:
+        figures: list[Path] = api.plot(result, req.plot_dir) if req.plot_dir else []
+    except OSError as exc:
+        reason = one_line(exc.strerror or str(exc))
+        raise NsysmoeError(f"--plot {req.plot_dir}: cannot write the figures ({reason}); plot "
+                           "to a writable folder") from None  # fmt: skip
     links = [_relative(f, req.output) for f in figures if f.suffix == ".png"]
     text = render(result, req.fmt, figures=links if req.fmt == "markdown" else ())
     return Outcome(text, tuple(before), tuple(after), error, tuple(gate.failures()))
@@ -152,7 +247,10 @@ def _many(req: Request, sides: list[list[str]]) -> Outcome:
 
 
 def _first(failures: Sequence[Failure]) -> str:
-    return f"{failures[0].path}: {failures[0].error}" if failures else "nothing to read"
+    if not failures:
+        return "nothing to read"
+    first = failures[0]  # readers' messages start with the path already
+    return first.error if first.error.startswith(first.path) else f"{first.path}: {first.error}"
 
 
 def _compat(req: Request, paths: list[str]) -> Outcome:
@@ -164,4 +262,13 @@ def _compat(req: Request, paths: list[str]) -> Outcome:
     if ignored:
         raise UsageError(f"--compat {req.compat} measures whole traces the other tool's way; "
                          f"drop {', '.join(ignored)}")  # fmt: skip
-    return Outcome(render(api.compat(paths, tool=req.compat, rules=req.rules), req.fmt))
+    if req.compat != "hta":
+        raise UsageError(f"--compat {req.compat!r}: unknown tool; known: hta")
+    loaded = map_files(api.load, paths, Executor(progress=req.executor.progress), "reading traces")
+    traces = [t for t in loaded if not isinstance(t, Failure)]
+    bad = [f for f in loaded if isinstance(f, Failure)]
+    if not traces:
+        raise NsysmoeError(f"no file could be read for --compat; first: {_first(bad)}")
+    after = tuple(f"warning: left out of --compat {req.compat}: {_first([f])}" for f in bad)
+    run = api.compat(traces, tool=req.compat, rules=req.rules)
+    return Outcome(render(run, req.fmt), after=after)
