@@ -14,6 +14,8 @@ no look-around and no back-references; a rule using them is refused when it is l
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ COMPUTE_GEMM_ATTN: tuple[str, ...] = ("gemm", "attention")
 UNCLASSIFIED: tuple[str, str] = ("other", "unclassified")
 """Class/subclass of a name that no rule matched (so a rule file needs no catch-all)."""
 
+MAX_RULES_BYTES = 1 << 20  # a rule file is a few KiB of TOML
 _PROBE = pl.Series([""], dtype=pl.String)  # compiles a pattern without any name to match
 _RULE_KEYS = {"class", "subclass", "pattern", "note"}
 _REQUIRED_KEYS = ("class", "subclass", "pattern")
@@ -136,6 +139,24 @@ def default_rules() -> RuleSet:
     return RuleSet(rules.rules, source)
 
 
+def _check_rules_file(path: Path) -> None:
+    """Before reading: a regular file of sane size (``/dev/zero`` or a FIFO would never end)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise NsysmoeError(f"{path}: rule file not found; check the path") from None
+    except OSError as exc:
+        raise NsysmoeError(f"{path}: cannot look up the rule file ({exc.strerror}); check the "
+                           "path") from None  # fmt: skip
+    if not stat.S_ISREG(st.st_mode):
+        raise NsysmoeError(f"{path}: not a regular file; --rules takes a TOML rule file "
+                           "(format: nsysmoe/rules/default.toml)")  # fmt: skip
+    if st.st_size > MAX_RULES_BYTES:
+        size = f"{st.st_size / (1 << 20):.1f} MiB"
+        raise NsysmoeError(f"{path}: {size} is no rule file (at most {MAX_RULES_BYTES >> 20} "
+                           "MiB of TOML); check the --rules path")  # fmt: skip
+
+
 def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:
     """Load a user rule file; with ``extend_default`` its rules go FIRST, then the defaults.
 
@@ -143,6 +164,7 @@ def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:
     already classify (e.g. HybridEP's generic ``permute_kernel`` as communication glue).
     """
     path = Path(path)
+    _check_rules_file(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -29,7 +26,6 @@ replace_option = click.option(
 
 
 MAX_ROWS = 1 << 31  # --top beyond any table: all rows
-MAX_RULES_BYTES = 1 << 20  # a rule file is a few KiB of TOML
 
 
 def _rules(path: Path | None, replace: bool):  # noqa: ANN202 - a RuleSet (imported lazily)
@@ -39,26 +35,7 @@ def _rules(path: Path | None, replace: bool):  # noqa: ANN202 - a RuleSet (impor
         if replace:
             raise UsageError("--rules-replace needs --rules FILE (the rules to use instead)")
         return default_rules()
-    _check_rules_file(path)
     return load_rules(path, extend_default=not replace)
-
-
-def _check_rules_file(path: Path) -> None:
-    """Before reading: a regular file of sane size (``/dev/zero`` or a FIFO would never end)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise NsysmoeError(f"{path}: rule file not found; check the path") from None
-    except OSError as exc:
-        raise NsysmoeError(f"{path}: cannot look up the rule file ({exc.strerror}); check the "
-                           "path") from None  # fmt: skip
-    if not stat.S_ISREG(st.st_mode):
-        raise NsysmoeError(f"{path}: not a regular file; --rules takes a TOML rule file "
-                           "(format: nsysmoe/rules/default.toml)")  # fmt: skip
-    if st.st_size > MAX_RULES_BYTES:
-        size = f"{st.st_size / (1 << 20):.1f} MiB"
-        raise NsysmoeError(f"{path}: {size} is no rule file (at most {MAX_RULES_BYTES >> 20} "
-                           "MiB of TOML); check the --rules path")  # fmt: skip
 
 
 def _progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
@@ -179,45 +156,10 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    try:
-        write_atomically(output, text)
-    except OSError as exc:
-        raise NsysmoeError(f"-o {output}: cannot write the report ({exc.strerror or exc}); "
-                           "write it elsewhere") from None  # fmt: skip
+    from nsysmoe.io.output import write_report
+
+    write_report(output, text)
     click.echo(f"wrote {output}", err=True)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file in the same folder,
-    renamed over the target (a link is followed: the file it names is replaced). A target that
-    is not a regular file (``/dev/stdout``, a FIFO) is written directly."""
-    target = Path(os.path.realpath(path))
-    try:
-        st: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(target, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _one_line(text: str) -> str:
