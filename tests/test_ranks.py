@@ -96,7 +96,9 @@ def test_ab_of_two_runs(rank_dir: Path) -> None:
         100 * hidden / comm.off)
 
 
-def test_cache_reuses_and_sees_a_changed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_reuses_and_sees_a_changed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache_dir = tmp_path / "cache"
     path = tmp_path / "trace.sqlite"
     a, b = api.example_paths()
