@@ -23,13 +23,17 @@ def _sub(pattern: str, repl: str, count: int = 0) -> Mutation:
 def _every(pattern: str, repl: str, k: int) -> Mutation:
     """Replace every k-th match only, so good events remain beside bad ones."""
     rx = re.compile(pattern.encode())
+    template = repl.encode()
+    backref = re.search(rb"\\\d", template) is not None  # else the replacement is literal
 
     def apply(data: bytes) -> bytes:
         seen = [0]
 
         def one(m: re.Match[bytes]) -> bytes:
             seen[0] += 1
-            return m.expand(repl.encode()) if seen[0] % k == 0 else m.group(0)
+            if seen[0] % k:
+                return m.group(0)
+            return m.expand(template) if backref else template
 
         return rx.sub(one, data)
 
@@ -73,8 +77,8 @@ def mutations() -> dict[str, Mutation]:
     m["ph-null"] = _every(r'"ph": "X"', '"ph": null', 3)
     m["pid-huge"] = _every(r'"pid": (\d+)', f'"pid": {2**80}', 2)
     m["tid-string"] = _every(r'"tid": (\d+)', '"tid": "main"', 2)
-    m["name-markup"] = _every(r'"name": "', r'"name": "<img src=x onerror=alert(1)>\\n| x |', 2)
-    m["name-control"] = _every(r'"name": "', r'"name": "\\u001b[2J\\u001b]0;pwn\\u0007\\u202e', 2)
+    m["name-markup"] = _every(r'"name": "', r'"name": "<img src=x onerror=alert(1)>\n| x |', 2)
+    m["name-control"] = _every(r'"name": "', r'"name": "\u001b[2J\u001b]0;pwn\u0007\u202e', 2)
     m["name-huge"] = _every(r'"name": "', '"name": "' + "a" * 100_000, 7)
     m["name-number"] = _every(r'"name": "[^"]*"', '"name": 12', 3)
     m["name-bad-utf8"] = lambda d: _every(r'"name": "', "__BAD__", 3)(d).replace(
