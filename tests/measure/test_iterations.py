@@ -35,7 +35,7 @@ def frames(kernels, copies) -> tuple[pl.DataFrame, pl.DataFrame]:  # noqa: ANN00
     st.lists(st.integers(1, 20), min_size=1, max_size=5),
     st.integers(0, 10),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 def test_iteration_metrics_equal_per_window(kernels, copies, widths, first) -> None:  # noqa: ANN001
     k, m = frames(kernels, copies)
     bounds = [first]

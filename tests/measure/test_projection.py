@@ -363,7 +363,7 @@ def random_trace(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], list
     return nvtx, kernels, memops, api
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(random_trace())
 def test_matches_brute_force(case: tuple[list[Row], list[Row], list[Row], list[Row]]) -> None:
     nvtx, kernels, memops, api = case
