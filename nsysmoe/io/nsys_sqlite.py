@@ -5,6 +5,10 @@ tables), and the file is opened read-only and immutable so the input's bytes nev
 with a live journal or WAL is refused: see :mod:`nsysmoe.io.nsys_db`). Only integer columns and
 the strings actually referenced are read; names are joined in polars. Invalid rows are left out
 and counted by the policy every reader shares (:mod:`nsysmoe.io.clean`).
+
+About 350 lines because it holds one function per canonical table (kernels, memops, CUDA API,
+NVTX, GPUs, memory events), each small; the connection, catalogue and byte-safe text reads are
+in :mod:`nsysmoe.io.nsys_db`. Split it by table when a table's reader grows past a screen.
 """
 
 from __future__ import annotations
