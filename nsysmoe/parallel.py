@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from nsysmoe import env
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.results import Failure
 
@@ -131,16 +132,7 @@ def check_dask_address(address: str) -> str:
 
 
 def dask_timeout() -> float:
-    text = os.environ.get("NSYSMOE_DASK_TIMEOUT")
-    if text is None:
-        return DASK_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1e6:
-        raise NsysmoeError(f"NSYSMOE_DASK_TIMEOUT={text!r}: use a number of seconds, e.g. 30")
-    return value
+    return env.seconds("NSYSMOE_DASK_TIMEOUT", DASK_TIMEOUT_S, upper=1e6, example="30")
 
 
 def one_line(text: str, limit: int = 500) -> str:

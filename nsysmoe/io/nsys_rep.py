@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from nsysmoe import env
 from nsysmoe.errors import NsysmoeError
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -19,16 +20,7 @@ NSYS_TIMEOUT_S = 600.0
 
 
 def nsys_timeout() -> float:
-    text = os.environ.get("NSYSMOE_NSYS_TIMEOUT")
-    if text is None:
-        return NSYS_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1e7:
-        raise NsysmoeError(f"NSYSMOE_NSYS_TIMEOUT={text!r}: use a number of seconds, e.g. 1200")
-    return value
+    return env.seconds("NSYSMOE_NSYS_TIMEOUT", NSYS_TIMEOUT_S, upper=1e7, example="1200")
 
 
 @contextmanager

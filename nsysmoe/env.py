@@ -1,0 +1,21 @@
+"""Settings read from the environment, parsed in one place: a bad value is one line."""
+
+from __future__ import annotations
+
+import os
+
+from nsysmoe.errors import NsysmoeError
+
+
+def seconds(name: str, default: float, *, upper: float, example: str) -> float:
+    """``$name`` as a positive number of seconds below ``upper``, else ``default`` if unset."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < upper:
+        raise NsysmoeError(f"{name}={text!r}: use a number of seconds, e.g. {example}")
+    return value
