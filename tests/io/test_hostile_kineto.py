@@ -24,6 +24,7 @@ from tests.fixtures.hostile import (
     gzip_text,
     kernel_events,
     kineto,
+    lock,
     one_line_error,
     run_cli,
     truth_numbers,
@@ -168,14 +169,7 @@ def test_unreadable_file_says_permission_denied(
 ) -> None:
     """Tests run as root, where chmod 000 does not stop reads: the refusal is simulated."""
     path, _ = kineto(tmp_path / "locked.json")
-    real_open = Path.open
-
-    def locked(self: Path, *args, **kwargs):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", locked)
+    lock(monkeypatch, path)
     with pytest.raises(NsysmoeError) as err:
         read_kineto(path)
     assert str(err.value) == f"{path}: cannot read (Permission denied); check the file"

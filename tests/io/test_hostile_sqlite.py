@@ -23,6 +23,7 @@ from tests.fixtures.hostile import (
     edited,
     export,
     gpu_numbers,
+    lock,
     one_line_error,
     relax,
     reorder,
@@ -293,14 +294,7 @@ def test_unreadable_file_says_permission_denied(
 ) -> None:
     """Tests run as root, where chmod 000 does not stop reads: the refusal is simulated."""
     path, _ = export(tmp_path / "locked.sqlite")
-    real_open = Path.open
-
-    def locked(self: Path, *args, **kwargs):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", locked)
+    lock(monkeypatch, path)
     with pytest.raises(NsysmoeError) as err:
         read_nsys_sqlite(path)
     assert str(err.value) == (
