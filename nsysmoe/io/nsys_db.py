@@ -180,6 +180,9 @@ class Db:
             for n, e in zip(names, exprs, strict=True)
         ]
         checked = [e if n in text else _checked(e) for n, e in zip(names, plain, strict=True)]
+        # every column gets its own name: two missing columns both read as ``NULL``
+        plain = [f'{e} AS "{n}"' for n, e in zip(names, plain, strict=True)]
+        checked = [f'{e} AS "{n}"' for n, e in zip(names, checked, strict=True)]
         tail = f" FROM {table} {where}"
         try:
             if not self.bulk.arrow:  # row tuples convert leniently (1.5 → 1): always check
