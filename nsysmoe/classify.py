@@ -10,6 +10,12 @@ Patterns use the syntax of Rust's ``regex`` crate (polars' engine), which matche
 the name for any pattern: trace text is hostile, and a backtracking engine (Python's ``re``) takes
 minutes on one 100k-character name with a rule as plain as ``\w+_copy_kernel_cuda``. The price is
 no look-around and no back-references; a rule using them is refused when it is loaded.
+
+CUDA graphs: a whole-graph row (nsys ``--cuda-graph-trace=graph``: one row per replay, named
+``[CUDA graph N]``) has unknown contents, so no name says what it did. It gets the class ``graph``
+(compute, for every overlap figure) unless a rule names it, usually by the NVTX range around its
+``cudaGraphLaunch``: a rule's ``nvtx`` key is a pattern searched in the names of the ranges that
+enclose the launching call on its thread, and the rule matches only launches inside one.
 """
 
 from __future__ import annotations
@@ -27,12 +33,19 @@ from typing import Any, Literal, get_args
 import numpy as np
 import polars as pl
 
+from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.model import ClassifiedTrace, Trace
 
-KernelClass = Literal["comm", "gemm", "attention", "moe_glue", "elementwise", "other"]
-CLASSES: tuple[KernelClass, ...] = get_args(KernelClass)
-"""The fixed class vocabulary; ``comm`` is what overlap analyses intersect with compute."""
+RuleClass = Literal["comm", "gemm", "attention", "moe_glue", "elementwise", "other"]
+RULE_CLASSES: tuple[RuleClass, ...] = get_args(RuleClass)
+"""The classes a rule can give; ``comm`` is what overlap analyses intersect with compute."""
+GRAPH: Literal["graph"] = "graph"
+GRAPH_SUBCLASS = "contents unknown"
+"""Class and subclass of a whole-graph row no rule names (counted as compute)."""
+KernelClass = RuleClass | Literal["graph"]
+CLASSES: tuple[KernelClass, ...] = (*RULE_CLASSES, GRAPH)
+"""Every class a kernel-table row can have."""
 
 COMPUTE_GEMM_ATTN: tuple[str, ...] = ("gemm", "attention")
 """The "matrix math" subset of compute that the EP-overlap table reports separately."""
@@ -42,8 +55,8 @@ UNCLASSIFIED: tuple[str, str] = ("other", "unclassified")
 
 MAX_RULES_BYTES = 1 << 20  # a rule file is a few KiB of TOML
 _PROBE = pl.Series([""], dtype=pl.String)  # compiles a pattern without any name to match
-_RULE_KEYS = {"class", "subclass", "pattern", "note"}
-_REQUIRED_KEYS = ("class", "subclass", "pattern")
+_RULE_KEYS = {"class", "subclass", "pattern", "nvtx", "note"}
+_REQUIRED_KEYS = ("class", "subclass")
 _FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
 
 
@@ -55,22 +68,34 @@ class Rule:
     pattern the regex engine cannot compile, so a bad rule fails at load time, not mid-analysis.
     """
 
-    klass: KernelClass
+    klass: RuleClass
     subclass: str
     pattern: str
     note: str = ""
+    #: a pattern for the name of an NVTX range enclosing the launching call; "" = any launch
+    nvtx: str = ""
 
     def __post_init__(self) -> None:
-        if self.klass not in CLASSES:
-            raise NsysmoeError(f"unknown class {self.klass!r}; use one of {', '.join(CLASSES)}")
-        try:
-            _PROBE.str.contains(self.pattern)
-        except pl.exceptions.PolarsError as exc:
-            reason = regex_error(exc)
+        if self.klass == GRAPH:
             raise NsysmoeError(
-                f"pattern {self.pattern!r} is not a valid regex ({reason}); fix or escape it "
-                "(Rust regex syntax: no look-around or back-references)"
-            ) from None
+                "class 'graph' is given to whole-graph rows no rule names; a rule says what a "
+                f"graph holds instead: one of {', '.join(RULE_CLASSES)}"
+            )
+        if self.klass not in RULE_CLASSES:
+            raise NsysmoeError(
+                f"unknown class {self.klass!r}; use one of {', '.join(RULE_CLASSES)}"
+            )
+        if not self.pattern and not self.nvtx:
+            raise NsysmoeError("give a pattern (kernel name), an nvtx pattern, or both")
+        for key, value in (("pattern", self.pattern), ("nvtx", self.nvtx)):
+            try:
+                _PROBE.str.contains(value)
+            except pl.exceptions.PolarsError as exc:
+                reason = regex_error(exc)
+                raise NsysmoeError(
+                    f"{key} {value!r} is not a valid regex ({reason}); fix or escape it "
+                    "(Rust regex syntax: no look-around or back-references)"
+                ) from None
 
     def search(self, names: pl.Series) -> pl.Series:
         """Whether the pattern occurs in each name (linear time in the name's length)."""
@@ -98,6 +123,8 @@ def _rule_from_table(entry: Any, number: int, source: str) -> Rule:
     if not isinstance(entry, dict):
         raise NsysmoeError(f"{where}: expected a [[rule]] table; {_FORMAT_HINT}")
     missing = [key for key in _REQUIRED_KEYS if key not in entry]
+    if "pattern" not in entry and "nvtx" not in entry:
+        missing.append("pattern (or nvtx)")
     if missing:
         raise NsysmoeError(f"{where}: missing key(s) {', '.join(missing)}; add them")
     unknown = sorted(set(entry) - _RULE_KEYS)
@@ -109,7 +136,8 @@ def _rule_from_table(entry: Any, number: int, source: str) -> Rule:
     if wrong:
         raise NsysmoeError(f"{where}: {', '.join(sorted(wrong))} must be a string")
     try:
-        return Rule(values["class"], values["subclass"], values["pattern"], values["note"])
+        return Rule(values["class"], values["subclass"], values["pattern"], values["note"],
+                    values["nvtx"])  # fmt: skip
     except NsysmoeError as exc:
         raise NsysmoeError(f"{where} (subclass {values['subclass']!r}): {exc}") from exc
 
@@ -218,26 +246,103 @@ def classify_names(names: pl.Series | Iterable[str], rules: RuleSet) -> pl.DataF
     )
 
 
-def classify(df: pl.DataFrame, rules: RuleSet, name_col: str = "name") -> pl.DataFrame:
+def classify(
+    df: pl.DataFrame,
+    rules: RuleSet,
+    name_col: str = "name",
+    *,
+    runtime: pl.DataFrame | None = None,
+    nvtx: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Return ``df`` with ``class`` and ``subclass`` columns (replaced if present), rows in order.
 
-    The regexes run once per unique name; rows get their labels by a hash lookup on the name, so
-    cost grows with distinct names, not kernels. Null names are ``other``/``unclassified``.
+    The regexes of name-only rules run once per unique name; rows get their labels by a hash
+    lookup on the name, so cost grows with distinct names, not kernels. Rules with an ``nvtx``
+    key also need each row's launching call (``df``'s ``pid``/``corr_id`` in ``runtime``) and the
+    ranges (``nvtx``); without them such a rule matches nothing. Null names are
+    ``other``/``unclassified``; a whole-graph row (``graph == "whole"``) no rule names is
+    ``graph``/``contents unknown``.
     """
     if name_col not in df.columns:
         raise NsysmoeError(
             f"no column {name_col!r} to classify (columns: {', '.join(df.columns)}); pass name_col="
         )
-    table = classify_names(df.get_column(name_col), rules)
-    key = pl.col(name_col).cast(pl.String)
-    return df.with_columns(
-        key.replace_strict(table["name"], table[col], default=fallback, return_dtype=pl.String)
-        .fill_null(fallback)
-        .alias(col)
-        for col, fallback in (("class", UNCLASSIFIED[0]), ("subclass", UNCLASSIFIED[1]))
+    names = df.get_column(name_col).cast(pl.String)
+    index = _rule_index(names, rules)
+    if runtime is not None and nvtx is not None:
+        _apply_nvtx_rules(df, names, rules, index, runtime, nvtx)
+    last = len(rules.rules)  # index -1 (no rule): the unclassified entry after the rules
+    at = pl.Series(np.where(index < 0, last, index), dtype=pl.UInt32)
+    klass = pl.Series([r.klass for r in rules.rules] + [UNCLASSIFIED[0]], dtype=pl.String)
+    subclass = pl.Series([r.subclass for r in rules.rules] + [UNCLASSIFIED[1]], dtype=pl.String)
+    out = df.with_columns(klass.gather(at).alias("class"), subclass.gather(at).alias("subclass"))
+    if "graph" not in df.columns:
+        return out
+    unnamed_graph = (pl.col("graph") == "whole").fill_null(False) & pl.lit(pl.Series(index < 0))
+    return out.with_columns(
+        pl.when(unnamed_graph).then(pl.lit(value)).otherwise(pl.col(col)).alias(col)
+        for col, value in (("class", GRAPH), ("subclass", GRAPH_SUBCLASS))
     )
+
+
+def _rule_index(names: pl.Series, rules: RuleSet) -> np.ndarray:
+    """Per row, the first name-only rule matching its name (-1: none), matched once per name."""
+    plain = np.array([i for i, r in enumerate(rules.rules) if not r.nvtx], dtype=np.int32)
+    unique = names.drop_nulls().unique(maintain_order=True)
+    local = first_match(unique, tuple(rules.rules[i] for i in plain))
+    hit = np.where(local >= 0, plain[np.maximum(local, 0)] if plain.size else -1, -1)
+    mapped = names.replace_strict(unique, pl.Series(hit, dtype=pl.Int32), default=-1)
+    return mapped.fill_null(-1).cast(pl.Int32).to_numpy().copy()
+
+
+def _apply_nvtx_rules(
+    df: pl.DataFrame,
+    names: pl.Series,
+    rules: RuleSet,
+    index: np.ndarray,
+    runtime: pl.DataFrame,
+    nvtx: pl.DataFrame,
+) -> None:
+    """Lower ``index`` to rule j where rule j has an ``nvtx`` key, precedes the row's rule, and
+    matches: its pattern in the name and its nvtx pattern in a range around the launch."""
+    for j, rule in enumerate(rules.rules):
+        if not rule.nvtx:
+            continue
+        open_ = np.flatnonzero((index < 0) | (index > j))
+        if open_.size == 0:
+            continue
+        candidates = open_[rule.search(names.gather(open_)).fill_null(False).to_numpy()]
+        if candidates.size == 0:
+            continue
+        inside = launched_inside(df[candidates], runtime, nvtx, rule.nvtx)
+        index[candidates[inside]] = j
+
+
+def launched_inside(
+    rows: pl.DataFrame, runtime: pl.DataFrame, nvtx: pl.DataFrame, pattern: str
+) -> np.ndarray:
+    """Whether each row's launching call (same ``pid``/``corr_id``) lies, on its thread, inside
+    an NVTX range whose name contains ``pattern``."""
+    inside = np.zeros(len(rows), dtype=bool)
+    calls = (
+        rows.select("pid", "corr_id")
+        .with_row_index("row")
+        .join(runtime.select("pid", "corr_id", "tid", "start", "end"), on=["pid", "corr_id"])
+        .with_row_index("call_id")
+    )
+    named = nvtx.filter(
+        ~pl.col("cross_thread").fill_null(False), pl.col("name").str.contains(pattern)
+    )
+    if calls.is_empty() or named.is_empty():
+        return inside
+    ranges = named.select("tid", "start", "end").with_row_index("range_id")
+    pairs = enclosing_pairs(ranges, calls)
+    rows_inside = calls.join(pairs.select("call_id").unique(), on="call_id", how="semi")["row"]
+    inside[rows_inside.to_numpy()] = True
+    return inside
 
 
 def classify_trace(trace: Trace, rules: RuleSet) -> ClassifiedTrace:
     """The trace with its kernels classified by ``rules`` (the one classification of a trace)."""
-    return ClassifiedTrace(trace, classify(trace.kernels, rules), rules.source)
+    kernels = classify(trace.kernels, rules, runtime=trace.runtime, nvtx=trace.nvtx)
+    return ClassifiedTrace(trace, kernels, rules.source)

@@ -21,8 +21,13 @@ KERNEL_SCHEMA: dict[str, pl.DataType] = {
     "start": pl.Int64,
     "end": pl.Int64,
     "corr_id": pl.Int64,  # null when the export has none; unique only within a pid
-    "name": pl.String,  # demangled name
+    "name": pl.String,  # demangled name; "[CUDA graph N]" for a whole-graph row
     "short_name": pl.String,
+    # CUDA graphs: null = an ordinary launch; "node" = a kernel that ran as a node of a graph
+    # replay (node-level tracing); "whole" = one row for a whole replay, contents unknown
+    # (nsys --cuda-graph-trace=graph)
+    "graph": pl.String,
+    "graph_id": pl.Int64,  # the graph's id where the source records it, else null
 }
 MEMOP_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
@@ -41,7 +46,10 @@ RUNTIME_SCHEMA: dict[str, pl.DataType] = {
     "start": pl.Int64,
     "end": pl.Int64,
     "corr_id": pl.Int64,
+    "api": pl.String,  # the calls CUDA-graph accounting needs (API_KINDS), else null
 }
+#: ``RUNTIME_SCHEMA["api"]`` values: what a call does for CUDA graphs
+API_KINDS = ("graph_launch", "capture_begin", "capture_end")
 NVTX_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
     "tid": pl.Int64,
@@ -93,6 +101,9 @@ class Trace:
     warnings: tuple[str, ...] = ()
     #: counts of rows left out by the reader, by reason
     dropped: dict[str, int] = field(default_factory=dict)
+    #: how the capture traced CUDA graphs, as recorded (nsys: ``CUDA_GRAPH_TRACE_OPTIONS``,
+    #: e.g. ``{"MODE": "Graph", "TRACE_DEVICE_GRAPH_LAUNCH": "true"}``); empty when unrecorded
+    graph_trace: dict[str, str] = field(default_factory=dict)
 
     @property
     def gpu_keys(self) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ import polars as pl
 from nsysmoe.classify import RuleSet, classify_trace, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
+from nsysmoe.measure.graphs import graph_summary
 from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.nvtx import nvtx_totals
@@ -64,7 +65,8 @@ def analyze_trace(
     origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
     window, cpu_window, window_text, kept = resolve_scope(steps, scope, origin)
     gpus, classes = per_gpu(kernels, trace.memops, window)
-    if int(gpus["kernels"].sum()) == 0:
+    graphs = graph_summary(trace, kernels, window)
+    if int(gpus["kernels"].sum()) + graphs.whole_rows == 0:
         raise NsysmoeError(
             f"{trace.path}: no GPU work in the window [{window.start_ns}, {window.end_ns}) ns; "
             "widen --window (GPU work spans "
@@ -93,6 +95,7 @@ def analyze_trace(
         gpu_walls=gpu_walls,
         wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls),
         totals=total,
+        graphs=graphs,
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,

@@ -105,6 +105,45 @@ class Steps:
 
 
 @dataclass(frozen=True)
+class Graphs:
+    """CUDA graphs over the analysis window (:mod:`nsysmoe.measure.graphs`): how the capture
+    says it traced them (``recorded``), what the tables hold (``traced``: ``none``, ``graph``
+    = whole-graph rows, ``node`` = kernels of replays, or ``graph+node``), all-GPU sums, the
+    per-GPU table, and NVTX ranges pushed during graph capture as (name, count)."""
+
+    recorded: dict[str, str]
+    traced: str
+    replays: int
+    whole_rows: int
+    whole_ns: int
+    unknown_ns: int
+    node_kernels: int
+    node_ns: int
+    node_comm_ns: int
+    per_gpu: pl.DataFrame
+    capture_nvtx: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def present(self) -> bool:
+        return self.traced != "none"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "traced": self.traced,
+            "recorded_options": self.recorded,
+            "replays": self.replays,
+            "whole_rows": self.whole_rows,
+            "whole_ns": self.whole_ns,
+            "unknown_ns": self.unknown_ns,
+            "node_kernels": self.node_kernels,
+            "node_ns": self.node_ns,
+            "node_comm_ns": self.node_comm_ns,
+            "per_gpu": self.per_gpu.to_dicts(),
+            "capture_nvtx": [{"name": n, "count": c} for n, c in self.capture_nvtx],
+        }
+
+
+@dataclass(frozen=True)
 class TraceAnalysis:
     """Everything ``nsysmoe analyze`` measured on one trace.
 
@@ -113,8 +152,9 @@ class TraceAnalysis:
     ``nvtx``: CPU-side range totals (name, style, count, total_ns, min_ns, max_ns);
     ``unclassified``: busiest kernel names no rule recognised (name, count, sum_ns);
     ``iterations``: per-iteration step time and communication (:data:`ITERATION_SCHEMA`);
-    ``totals``: all GPUs together; ``source``: the classified trace it was measured on (for
-    A/B facts and figures; ``None`` once detached to travel between processes).
+    ``totals``: all GPUs together; ``graphs``: CUDA graphs (:class:`Graphs`); ``source``: the
+    classified trace it was measured on (for A/B facts and figures; ``None`` once detached to
+    travel between processes).
     """
 
     path: str
@@ -134,6 +174,7 @@ class TraceAnalysis:
     gpu_walls: tuple[WallVerdict, ...]
     wall: WallVerdict
     totals: Totals
+    graphs: Graphs
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -167,6 +208,7 @@ class TraceAnalysis:
             },
             "rules": self.rules_source,
             "gpus": gpus,
+            "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
             "wall": self.wall.to_dict(),
             "unclassified": self.unclassified.to_dicts(),

@@ -34,7 +34,7 @@ from nsysmoe.model import Trace
 
 FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole
 SAMPLES, SAMPLE_BYTES = 64, 64 << 10  # larger files: this many blocks, evenly spread
-FORMAT = 3  # bumped when the canonical tables or the key change (3: content hash)
+FORMAT = 4  # bumped when the canonical tables or the key change (3: content hash, 4: graphs)
 TABLES = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
 META = tuple(f.name for f in fields(Trace) if f.name not in TABLES)
 

@@ -22,6 +22,9 @@ Rules, and why:
   ``gpu_user_annotation`` rows are GPU-side copies of annotations: left out (counted in
   ``dropped``) so CPU totals are not doubled. ``python_function`` (with_stack) rows are left out.
 * **CUDA API** — ``cuda_runtime`` and ``cuda_driver`` rows (``cuLaunchKernel`` launches kernels).
+* **CUDA graphs** — Kineto records a replay's kernels one by one, all with the correlation of
+  the ``cudaGraphLaunch`` call: those kernels are graph nodes (``graph = "node"``), as under
+  ``nsys --cuda-graph-trace=node``; the graph id is not recorded.
 * **memory** — ``[memory]`` instant events on CUDA devices; ``bytes`` is the change of
   ``Total Allocated``, so the running sum is the allocator's total including what was allocated
   before the profiler started.
@@ -42,6 +45,7 @@ import polars as pl
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
+from nsysmoe.io.cuda_api import api_kind
 from nsysmoe.io.kineto_events import HINT, frame, frames, is_kineto, to_ns
 from nsysmoe.model import Trace
 
@@ -89,6 +93,7 @@ def read_kineto(path: str | Path) -> Trace:
     # the order of these calls is the order of the not_captured notes in every report
     memops = _memops(gpu, not_captured)
     runtime = _runtime(cpu, not_captured)
+    kernels = _graph_nodes(kernels, runtime)
     nvtx = _nvtx(cpu, not_captured)
     return Trace(
         path=str(path),
@@ -134,12 +139,21 @@ def _with_ids(gpu: pl.DataFrame, cpu: pl.DataFrame, pid: int) -> tuple[pl.DataFr
 
 def _runtime(cpu: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
     """CUDA runtime and driver calls; without them NVTX cannot be projected, which is noted."""
-    runtime = cpu.filter(pl.col("kind") == "api")
+    runtime = cpu.filter(pl.col("kind") == "api").with_columns(api=api_kind(pl.col("name")))
     if runtime.is_empty():
         not_captured["cuda_api"] = (
             "no cuda_runtime/cuda_driver events: NVTX ranges cannot be projected onto the GPU"
         )
     return runtime
+
+
+def _graph_nodes(kernels: pl.DataFrame, runtime: pl.DataFrame) -> pl.DataFrame:
+    """Kernels with ``graph``/``graph_id``: "node" where a ``cudaGraphLaunch`` launched them."""
+    launches = runtime.filter(pl.col("api") == "graph_launch").select(
+        "corr_id", pl.lit("node").alias("graph")
+    ).drop_nulls().unique("corr_id")
+    kernels = kernels.join(launches, on="corr_id", how="left", maintain_order="left")
+    return kernels.with_columns(graph_id=pl.lit(None, pl.Int64))
 
 
 def _nvtx(cpu: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:

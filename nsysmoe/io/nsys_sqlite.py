@@ -22,6 +22,7 @@ import polars as pl
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
+from nsysmoe.io.cuda_api import api_kind
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
 from nsysmoe.model import Trace
 
@@ -33,6 +34,9 @@ MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
 NVTX_TABLE = "NVTX_EVENTS"
 MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+#: one row per whole CUDA-graph replay (``--cuda-graph-trace=graph``), host- or device-launched
+GRAPH_TABLES = ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE")
+GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
 
 #: NVTX eventType codes (ENUM_NSYS_EVENT_TYPE): push/pop, start/end and their NVTXT variants
 NVTX_RANGE_TYPES = {59: "pushpop", 60: "startend", 70: "pushpop", 71: "startend"}
@@ -117,6 +121,10 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         why = reasons_text(notes.dropped, "kernel")
         raise all_invalid(db.path, len(raw_kernels), "kernel rows", why, "export the report again")
     _note_unnamed(kernels, notes)
+    kernels = kernels.drop("unnamed")
+    graphs = _read_graph_rows(db, notes)
+    if graphs is not None:
+        kernels = pl.concat([kernels, graphs])
     memops = drop_invalid(_read_memops(db, not_captured), "memory op", notes.dropped, gpu=True)
     runtime = drop_invalid(_read_runtime(db, not_captured), "CUDA API", notes.dropped, gpu=False)
     gpus = _read_gpus(db, kernels, memops, not_captured)
@@ -126,13 +134,14 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         source_format="nsys-sqlite",
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         product_version=meta.get("EXPORT_PRODUCT_VERSION"),
-        kernels=kernels.drop("unnamed"),
+        kernels=kernels,
         memops=memops,
         runtime=runtime,
         nvtx=model.empty(model.NVTX_SCHEMA),
         gpus=gpus,
         memory_events=memory_events,
         not_captured=not_captured,
+        graph_trace=_graph_trace_options(db),
     )
     return trace, notes
 
@@ -170,22 +179,68 @@ def _gpu_exprs(db: Db, table: str) -> list[str]:
 
 
 def _read_kernels(db: Db) -> pl.DataFrame:
-    """Kernels with their names; ``unnamed`` marks names missing from StringIds."""
+    """Kernels with their names; ``unnamed`` marks names missing from StringIds. A kernel with a
+    ``graphNodeId`` ran as a node of a CUDA-graph replay (``--cuda-graph-trace=node``)."""
     t = KERNEL_TABLE
     db.need(t, "demangledName")
     df = db.select(
         t,
-        [*_gpu_exprs(db, t), "demangledName", db.col(t, "shortName")],
-        {**GPU_ROW, "name_id": pl.Int64, "short_id": pl.Int64},
+        [*_gpu_exprs(db, t), "demangledName", db.col(t, "shortName"), db.col(t, "graphNodeId"),
+         db.col(t, "graphId")],  # fmt: skip
+        {**GPU_ROW, "name_id": pl.Int64, "short_id": pl.Int64, "node_id": pl.Int64,
+         "graph_id": pl.Int64},  # fmt: skip
     )
     df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"})
     df = df.with_columns(
         pid_of("gpid").alias("pid"),
         pl.col("name").is_null().alias("unnamed"),
         pl.col("name").fill_null("[unknown]"),
+        pl.when(pl.col("node_id").is_not_null()).then(pl.lit("node")).alias("graph"),
     )
     schema = {**model.KERNEL_SCHEMA, "unnamed": pl.Boolean}
     return df.select(list(schema)).cast(schema)
+
+
+def _read_graph_rows(db: Db, notes: Notes) -> pl.DataFrame | None:
+    """Whole-graph replays as kernel-table rows named ``[CUDA graph N]``, or None when the
+    export has none (so an export without graphs reads exactly as before)."""
+    parts = []
+    for t in (t for t in GRAPH_TABLES if db.has(t)):
+        graph_id = db.col(t, "graphId")
+        df = db.select(t, [*_gpu_exprs(db, t), graph_id], {**GPU_ROW, "graph_id": pl.Int64})
+        parts.append(df)
+    if not parts:
+        return None
+    df = pl.concat(parts)
+    name = pl.format("[CUDA graph {}]", pl.col("graph_id").cast(pl.String).fill_null("?"))
+    df = df.with_columns(
+        pid_of("gpid").alias("pid"),
+        name.alias("name"),
+        name.alias("short_name"),
+        pl.lit("whole").alias("graph"),
+    )
+    df = drop_invalid(df, "CUDA graph", notes.dropped, gpu=True)
+    return df.select(list(model.KERNEL_SCHEMA)).cast(model.KERNEL_SCHEMA)
+
+
+def _graph_trace_options(db: Db) -> dict[str, str]:
+    """``CUDA_GRAPH_TRACE_OPTIONS:*`` from META_DATA_CAPTURE (plain, or per process as
+    ``PROCESS_n:…``); values that differ between processes are joined with ", "."""
+    t = "META_DATA_CAPTURE"
+    if not db.has(t) or not {"name", "value"} <= db.columns(t):
+        return {}
+    rows = db.conn.execute(
+        f"SELECT name, value FROM {t} WHERE instr(name, ?) > 0", (GRAPH_OPTIONS,)
+    ).fetchall()
+    found: dict[str, list[str]] = {}
+    for name, value in rows:
+        if not isinstance(name, str) or value is None:
+            continue
+        key = name[name.index(GRAPH_OPTIONS) + len(GRAPH_OPTIONS):]
+        values = found.setdefault(key, [])
+        if str(value) not in values:
+            values.append(str(value))
+    return {key: ", ".join(values) for key, values in sorted(found.items())}
 
 
 def _read_memops(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
@@ -223,10 +278,18 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
         where = f"WHERE eventClass IN {API_EVENT_CLASSES}"
     df = db.select(
         t,
-        ["start", '"end"', "globalTid", "correlationId"],
-        {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "corr_id": pl.Int64},
+        ["start", '"end"', "globalTid", "correlationId", db.col(t, "nameId")],
+        {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "corr_id": pl.Int64,
+         "name_id": pl.Int64},  # fmt: skip
         where,
     )
+    kinds = db.strings(df["name_id"]).select(
+        pl.col("id").alias("name_id"), api_kind(pl.col("value")).alias("api")
+    ).drop_nulls("api")
+    if kinds.is_empty():
+        df = df.with_columns(api=pl.lit(None, pl.String))
+    else:
+        df = df.join(kinds, on="name_id", how="left", maintain_order="left")
     df = df.with_columns(pid_of("tid").alias("pid"))
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
 

@@ -3,12 +3,15 @@
 Definitions (per GPU = (pid, device), over the analysis window):
 
 * ``comm_ns``   = |⋃C|, C = communication kernels; ``compute_ns`` = |⋃K|, K = every other kernel
+  (whole CUDA-graph rows included: class ``graph`` is compute, see :mod:`nsysmoe.measure.graphs`)
+* ``kernels``: kernel rows; a whole-graph row is one replay, not a kernel, and is not counted
 * ``hidden_ns`` = |⋃C ∩ ⋃K| = |⋃C| + |⋃K| − |⋃C ∪ ⋃K|; ``exposed_ns`` = comm_ns − hidden_ns;
   ``hidden_pct`` = 100 · hidden_ns / comm_ns (null without communication)
 * ``comm_gemm_attn_ns`` = |⋃C ∩ ⋃(GEMM ∪ attention)|
 * ``active_ns`` = |⋃(kernels ∪ memcpy ∪ memset)|; ``span_ns`` = last end − first start of that
   work; ``idle_ns`` = span_ns − active_ns
-* per class: ``count``, ``sum_ns`` (durations added, NOT wall time), ``union_ns``
+* per class: ``count``, ``sum_ns`` (durations added, NOT wall time), ``union_ns``; ``graph``
+  is listed only on a GPU that ran whole-graph rows
 
 Kernel durations are never added up and called wall time: concurrent kernels overlap. The
 functions :func:`hidden_ns`, :func:`hidden_pct` (and their polars forms) are the one definition
@@ -21,7 +24,7 @@ from typing import TypeVar
 
 import polars as pl
 
-from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN
+from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN, GRAPH
 from nsysmoe.intervals import IntervalSet
 from nsysmoe.model import WHOLE_TRACE, Window
 from nsysmoe.results import Totals
@@ -84,7 +87,7 @@ def gpu_overlap(kernels: pl.DataFrame, memops: pl.DataFrame) -> dict[str, int | 
     hidden = hidden_ns(comm.length, compute.length, _iset(kernels).length)
     span = int(work["end"].max() - work["start"].min()) if len(work) else 0
     return {
-        "kernels": len(kernels),
+        "kernels": len(kernels) - int((kernels["graph"] == "whole").sum()),
         "span_ns": span,
         "active_ns": active.length,
         "idle_ns": span - active.length,
@@ -102,6 +105,8 @@ def class_totals(kernels: pl.DataFrame) -> list[dict[str, object]]:
     rows = []
     for klass in CLASSES:
         sub = kernels.filter(pl.col("class") == klass)
+        if klass == GRAPH and sub.is_empty():
+            continue  # listed only where whole-graph rows ran
         rows.append(
             {
                 "class": klass,

@@ -49,6 +49,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.measure.nvtx import display_name
 from nsysmoe.measure.overlap import COMM, hidden_ns
 
@@ -98,7 +99,7 @@ def project_nvtx(
     ops, end_times = _gpu_ops(kernels, memops)
     calls = _launching_calls(runtime, ops)
     ranges = _projectable_ranges(nvtx)
-    pairs = _enclosing_pairs(ranges, calls)
+    pairs = enclosing_pairs(ranges, calls)
     if pairs.is_empty():
         return pl.DataFrame(schema=schema)
     members, api_calls = _range_ops(pairs, calls, ops)
@@ -181,31 +182,6 @@ def _projectable_ranges(nvtx: pl.DataFrame) -> pl.DataFrame:
     return ranges.filter(
         same_thread & pl.all_horizontal(pl.col("tid", "start", "end").is_not_null())
     )
-
-
-def _enclosing_pairs(ranges: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """(range_id, call_id) for every range enclosing a call on the same thread.
-
-    One inequality join for all threads: each time is replaced by its rank among all the
-    times (order-preserving, and it frees the high bits) and the thread's index goes above
-    it, so ``key_start(range) <= key_start(call) and key_end(range) >= key_end(call)`` holds
-    exactly when the threads are equal and the range contains the call. (Ranks fit in 32
-    bits up to 2**32 distinct timestamps, far beyond any trace.)
-    """
-    tids = ranges.select("tid").unique().join(calls.select("tid").unique(), on="tid")
-    if tids.is_empty():
-        return pl.DataFrame(schema={"range_id": pl.Int64, "call_id": pl.UInt32})
-    r = ranges.join(tids, on="tid", how="semi")
-    c = calls.join(tids, on="tid", how="semi")
-    n, n_r = len(r) + len(c), len(r)
-    times = np.concatenate([df[col].to_numpy() for col in ("start", "end") for df in (r, c)])
-    rank = np.unique(times, return_inverse=True)[1].astype(np.int64).reshape(-1)
-    thread = pl.concat([r["tid"], c["tid"]]).rank("dense").cast(pl.Int64).to_numpy() << 32
-    key_start, key_end = thread + rank[:n], thread + rank[n:]
-    left = pl.DataFrame({"range_id": r["range_id"], "rs": key_start[:n_r], "re": key_end[:n_r]})
-    right = pl.DataFrame({"call_id": c["call_id"], "cs": key_start[n_r:], "ce": key_end[n_r:]})
-    pairs = left.join_where(right, pl.col("rs") <= pl.col("cs"), pl.col("re") >= pl.col("ce"))
-    return pairs.select("range_id", "call_id")
 
 
 def _range_ops(

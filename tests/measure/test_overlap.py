@@ -11,7 +11,7 @@ import dataclasses
 import polars as pl
 import pytest
 
-from nsysmoe.classify import CLASSES
+from nsysmoe.classify import CLASSES, RULE_CLASSES
 from nsysmoe.measure.overlap import (
     GPU_COLUMNS,
     class_totals,
@@ -30,7 +30,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 def kernels(*rows: tuple[int, int, int, int, str]) -> pl.DataFrame:
     """(pid, device, start, end, class) rows as a classified kernel table."""
-    full = [(p, d, 7, s, e, i, f"k{i}", f"k{i}", c) for i, (p, d, s, e, c) in enumerate(rows)]
+    full = [(p, d, 7, s, e, i, f"k{i}", f"k{i}", None, None, c) for i, (p, d, s, e, c) in enumerate(rows)]
     return pl.DataFrame(full, schema=KERNEL_SCHEMA | {"class": pl.String}, orient="row")
 
 
@@ -97,10 +97,12 @@ def test_per_gpu_exact_columns() -> None:
 def test_per_gpu_classes_table_lists_every_class_with_zeros() -> None:
     _, classes = per_gpu(K, M)
     assert classes.columns == ["pid", "device", "class", "count", "sum_ns", "union_ns"]
-    assert list(CLASSES) == ["comm", "gemm", "attention", "moe_glue", "elementwise", "other"]
-    want = [(1, 0, c, *CLASSES_1_0[c]) for c in CLASSES]
-    want += [(2, 0, c, *((1, 100, 100) if c == "gemm" else (0, 0, 0))) for c in CLASSES]
-    want += [(2, 1, c, 0, 0, 0) for c in CLASSES]
+    assert list(CLASSES) == ["comm", "gemm", "attention", "moe_glue", "elementwise", "other",
+                             "graph"]  # fmt: skip
+    listed = RULE_CLASSES  # "graph" only where whole-graph rows ran
+    want = [(1, 0, c, *CLASSES_1_0[c]) for c in listed]
+    want += [(2, 0, c, *((1, 100, 100) if c == "gemm" else (0, 0, 0))) for c in listed]
+    want += [(2, 1, c, 0, 0, 0) for c in listed]
     assert classes.rows() == want
 
 
@@ -109,7 +111,7 @@ def test_gpu_overlap_and_class_totals_directly() -> None:
     got = gpu_overlap(k, m)
     assert got == {c: v for c, v in GPU_1_0.items() if c not in ("pid", "device")}
     assert [(r["class"], r["count"], r["sum_ns"], r["union_ns"]) for r in class_totals(k)] == [
-        (c, *CLASSES_1_0[c]) for c in CLASSES
+        (c, *CLASSES_1_0[c]) for c in RULE_CLASSES
     ]
     # kernels only (no memops): the span is that of the kernels
     assert gpu_overlap(k, m.clear())["span_ns"] == 300

@@ -31,16 +31,17 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         orient="row",
     )
     runtime = pl.DataFrame(
-        [(P, T, 12, 14, 1), (P, T, 20, 22, 2), (P, T, 60, 62, 3), (P, T, 70, 72, 4)],
+        [(P, T, 12, 14, 1, None), (P, T, 20, 22, 2, None), (P, T, 60, 62, 3, None),
+         (P, T, 70, 72, 4, None)],
         schema=RUNTIME_SCHEMA,
         orient="row",
     )
     kernels = pl.DataFrame(
         [
-            (P, 0, 1, 1000, 1100, 1, "nccl", "nccl", "comm"),
-            (P, 0, 2, 1050, 1200, 2, "gemm", "gemm", "gemm"),
-            (P, 0, 2, 1300, 1400, 3, "mystery", "mystery", None),  # no class: compute, not comm
-            (P, 0, 1, 1350, 1500, 4, "nccl", "nccl", "comm"),
+            (P, 0, 1, 1000, 1100, 1, "nccl", "nccl", None, None, "comm"),
+            (P, 0, 2, 1050, 1200, 2, "gemm", "gemm", None, None, "gemm"),
+            (P, 0, 2, 1300, 1400, 3, "mystery", "mystery", None, None, None),  # no class: compute, not comm
+            (P, 0, 1, 1350, 1500, 4, "nccl", "nccl", None, None, "comm"),
         ],
         schema=KERNEL_SCHEMA | {"class": pl.String},
         orient="row",

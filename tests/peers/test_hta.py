@@ -137,12 +137,12 @@ def make_trace(
     """A one-process trace in the canonical schemas. kernels: (name, start_ns, end_ns, corr_id,
     device); launches: (corr_id, start_ns); steps: ProfilerStep ranges (name, start, end)."""
     k = pl.DataFrame(
-        [(0, dev, 7, s, e, c, n, n) for n, s, e, c, dev in kernels],
+        [(0, dev, 7, s, e, c, n, n, None, None) for n, s, e, c, dev in kernels],
         schema=model.KERNEL_SCHEMA,
         orient="row",
     )
     rt = pl.DataFrame(
-        [(0, 1, s, s + US, c) for c, s in launches], schema=model.RUNTIME_SCHEMA, orient="row"
+        [(0, 1, s, s + US, c, None) for c, s in launches], schema=model.RUNTIME_SCHEMA, orient="row"
     )
     nvtx = pl.DataFrame(
         [(0, 1, s, e, n, None, "pushpop", False) for n, s, e in steps],

@@ -1,0 +1,25 @@
+"""Which CUDA API calls matter for CUDA-graph accounting, told apart by name in every reader.
+
+nsys names runtime calls with a version suffix (``cudaGraphLaunch_v10000``), Kineto without
+(``cudaGraphLaunch``); driver calls drop the ``da`` (``cuGraphLaunch``). Only these calls get a
+kind (:data:`nsysmoe.model.API_KINDS`); every other call's kind is null.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: (kind, pattern searched in the API name), first match wins
+API_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("graph_launch", r"^cu(?:da)?GraphLaunch"),
+    ("capture_begin", r"^cu(?:da)?StreamBeginCapture"),
+    ("capture_end", r"^cu(?:da)?StreamEndCapture"),
+)
+
+
+def api_kind(name: pl.Expr) -> pl.Expr:
+    """The :data:`~nsysmoe.model.API_KINDS` value of each API name, null for any other call."""
+    expr = pl.when(name.str.contains(API_PATTERNS[0][1])).then(pl.lit(API_PATTERNS[0][0]))
+    for kind, pattern in API_PATTERNS[1:]:
+        expr = expr.when(name.str.contains(pattern)).then(pl.lit(kind))
+    return expr.otherwise(pl.lit(None, pl.String))
