@@ -260,8 +260,8 @@ def classify(
     lookup on the name, so cost grows with distinct names, not kernels. Rules with an ``nvtx``
     key also need each row's launching call (``df``'s ``pid``/``corr_id`` in ``runtime``) and the
     ranges (``nvtx``); without them such a rule matches nothing. Null names are
-    ``other``/``unclassified``; a whole-graph row (``graph == "whole"``) no rule names is
-    ``graph``/``contents unknown``.
+    ``other``/``unclassified``; a whole-graph row (``graph == "whole"``) no rule names (or only
+    a catch-all rule as ``other``/``unclassified``) is ``graph``/``contents unknown``.
     """
     if name_col not in df.columns:
         raise NsysmoeError(
@@ -278,7 +278,9 @@ def classify(
     out = df.with_columns(klass.gather(at).alias("class"), subclass.gather(at).alias("subclass"))
     if "graph" not in df.columns:
         return out
-    unnamed_graph = (pl.col("graph") == "whole").fill_null(False) & pl.lit(pl.Series(index < 0))
+    # no rule, or only the catch-all ("other"/"unclassified"), says what a whole graph held
+    unknown = (pl.col("class") == UNCLASSIFIED[0]) & (pl.col("subclass") == UNCLASSIFIED[1])
+    unnamed_graph = (pl.col("graph") == "whole").fill_null(False) & unknown
     return out.with_columns(
         pl.when(unnamed_graph).then(pl.lit(value)).otherwise(pl.col(col)).alias(col)
         for col, value in (("class", GRAPH), ("subclass", GRAPH_SUBCLASS))

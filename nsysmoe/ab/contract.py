@@ -1,7 +1,8 @@
 """The measurement contract (seed workflow, Phase 0): only a comparison that holds is "matched".
 
 Same GPU model and count, same ranks, same dispatcher, the same kernels (name multiset and counts),
-the same NVTX range set and the same window length; only the variable under test may change.
+the same NVTX range set and the same window length, and (where either side ran CUDA graphs) graphs
+traced the same way; only the variable under test may change.
 """
 
 from __future__ import annotations
@@ -79,7 +80,22 @@ def gpu_model_check(off: Side, on: Side) -> Check:
     return Check("GPU model", a, b, a == b, detail)
 
 
+def graph_check(off: Side, on: Side) -> Check:
+    """CUDA graphs traced the same way: whole-graph rows hide the communication inside them, so
+    a side traced per graph and a side traced per node (or eager) measure different things."""
+    a, b = off.analysis.graphs.traced, on.analysis.graphs.traced
+    hidden = [label for label, g in (("off", off.analysis.graphs), ("on", on.analysis.graphs))
+              if g.unknown_ns]  # fmt: skip
+    detail = ""
+    if hidden:
+        detail = (f"whole-graph replays with unknown contents on {' and '.join(hidden)}: "
+                  "communication inside them is not measured; record with "
+                  "--cuda-graph-trace=node")  # fmt: skip
+    return Check("CUDA graphs traced", a, b, a == b, detail)
+
+
 def check_contract(off: Side, on: Side) -> Contract:
+    graphs = (off.analysis.graphs.present or on.analysis.graphs.present)
     return Contract(
         (
             gpu_model_check(off, on),
@@ -89,6 +105,7 @@ def check_contract(off: Side, on: Side) -> Contract:
             kernel_check(off, on),
             nvtx_check(off, on),
             window_check(off, on),
+            *([graph_check(off, on)] if graphs else []),
         )  # fmt: skip
     )
 

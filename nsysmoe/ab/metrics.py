@@ -67,6 +67,7 @@ def summary_rows(off: Side, on: Side) -> list[MetricRow]:
         MetricRow("idle_ns", "GPU idle (span − active)", "ns", *both("idle_ns"), "lower"),
         MetricRow("kernels", "kernel count", "count", *both("kernels")),
     ]  # fmt: skip
+    rows += graph_rows(off, on)
     for klass, label in (("gemm", "GEMM"), ("attention", "attention")):
         rows += [
             MetricRow(f"{klass}_sum_ns", f"{label} kernels, sum of durations", "ns",
@@ -77,6 +78,22 @@ def summary_rows(off: Side, on: Side) -> list[MetricRow]:
                       "compute inflation"),
         ]  # fmt: skip
     return rows + phase_rows(off, on)
+
+
+def graph_rows(off: Side, on: Side) -> list[MetricRow]:
+    """CUDA-graph time, only when either side ran graphs (so a graph-free A/B is unchanged)."""
+    g_off, g_on = off.analysis.graphs, on.analysis.graphs
+    if not (g_off.present or g_on.present):
+        return []
+    return [
+        MetricRow("graph_whole_ns", "whole CUDA-graph replays (union)", "ns", g_off.whole_ns,
+                  g_on.whole_ns, None, "nsys --cuda-graph-trace=graph: one row per replay"),
+        MetricRow("graph_unknown_ns", "CUDA-graph time, contents unknown", "ns",
+                  g_off.unknown_ns, g_on.unknown_ns, None,
+                  "communication inside cannot be seen"),
+        MetricRow("graph_node_ns", "kernels inside CUDA graphs (union)", "ns", g_off.node_ns,
+                  g_on.node_ns, None, "nsys --cuda-graph-trace=node, or Kineto"),
+    ]  # fmt: skip
 
 
 def _paired(off: pl.DataFrame, on: pl.DataFrame, col: str) -> pl.DataFrame:

@@ -5,7 +5,7 @@ its default: the kernels inside are not recorded) or as the replay's kernels, ev
 the ``cudaGraphLaunch`` call's correlation id (``node``; Kineto records graphs this way too).
 Whole-graph rows are GPU work like any kernel: they count in the active union and as compute
 (class ``graph``), but whatever communication ran inside them is invisible, so the report says
-how much time that is and how to record it (:data:`NODE_ADVICE`).
+how much time that is and how to record it.
 
 Definitions (per GPU, over the analysis window; :class:`~nsysmoe.results.Graphs` sums the GPUs):
 
@@ -30,8 +30,6 @@ from nsysmoe.intervals import IntervalSet
 from nsysmoe.measure.overlap import COMM
 from nsysmoe.model import Trace, Window
 from nsysmoe.results import Graphs
-
-NODE_ADVICE = "record with `nsys profile --cuda-graph-trace=node` to see the kernels inside"
 
 PER_GPU_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
@@ -76,11 +74,13 @@ def capture_ranges(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     ends = api.filter(pl.col("api") == "capture_end").select("tid", pl.col("end").alias("until"))
     captures = begins.join_asof(
-        ends.sort("until"), left_on="start", right_on="until", by="tid", strategy="forward"
+        ends.sort("until"), left_on="start", right_on="until", by="tid", strategy="forward",
+        check_sortedness=False,
     ).rename({"start": "since"})
     ranges = trace.nvtx.select("tid", "name", "start").sort("start")
     found = ranges.join_asof(
-        captures.sort("since"), left_on="start", right_on="since", by="tid", strategy="backward"
+        captures.sort("since"), left_on="start", right_on="since", by="tid", strategy="backward",
+        check_sortedness=False,
     ).filter(pl.col("since").is_not_null() & (pl.col("until").is_null()
                                                | (pl.col("start") <= pl.col("until"))))
     return found.group_by("name").len("count").sort(["count", "name"], descending=[True, False])

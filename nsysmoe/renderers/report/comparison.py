@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from nsysmoe.renderers.cells import count, ms, pct, shorten, source_text
 from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
+from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.trace import iteration_table, notes, warmup_hint
 from nsysmoe.results import Comparison, MetricRow, Verdict
 
@@ -116,6 +117,10 @@ def document(c: Comparison) -> Document:
                   for h in warmup_hint(side))  # fmt: skip
     if hints:
         blocks.append(Lines(hints))
+    graphs = tuple(line for label, side in (("off", a), ("on", b))
+                   for line in graph_lines(side.graphs, side.totals.active_ns, f"{label}: "))
+    if graphs:
+        blocks.append(Lines(graphs))
     if len(c.per_gpu) > 1:
         blocks.append(per_gpu_table(c))
     side_notes = tuple(f"{label}: {n}" for label, side in (("off", a), ("on", b))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, source_text, window_text
 from nsysmoe.renderers.document import Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.results import TraceAnalysis
 
 TOP_NVTX = 15
@@ -17,9 +18,13 @@ def document(a: TraceAnalysis) -> Document:
         Caption((("window", window_text(a), False), ("rules", a.rules_source, True)), FORMULA),
         gpu_table(a),
         Lines(tuple(wall_lines(a)), hanging=True),
-        Details("Kernel classes", (class_table(a),)),
-        *optional_tables(a),
     ]
+    graphs = graph_lines(a.graphs, a.totals.active_ns)
+    if graphs:
+        blocks.append(Lines(tuple(graphs)))
+    blocks += [Details("Kernel classes", (class_table(a),)), *optional_tables(a)]
+    if a.graphs.present:
+        blocks.append(Details("CUDA graphs", (graph_table(a),)))
     if notes(a):
         blocks.append(Lines(tuple(notes(a)), style="notes"))
     return Document(tuple(blocks))
@@ -36,6 +41,19 @@ def gpu_table(a: TraceAnalysis) -> Table:
     )  # fmt: skip
     return Table("Communication hidden by compute, per GPU", header, rows,
                  (False,) + (True,) * (len(header) - 1))  # fmt: skip
+
+
+def graph_table(a: TraceAnalysis) -> Table:
+    header = ("GPU", "replays", "whole-graph rows", "whole ms", "contents unknown ms",
+              "node kernels", "node ms", "node comm ms")  # fmt: skip
+    labels = {(r["pid"], r["device"]): gpu_label(r) for r in a.gpus.iter_rows(named=True)}
+    rows = tuple(
+        (labels.get((r["pid"], r["device"]), f"pid {r['pid']} dev {r['device']}"),
+         count(r["replays"]), count(r["whole_rows"]), ms(r["whole_ns"]), ms(r["unknown_ns"]),
+         count(r["node_kernels"]), ms(r["node_ns"]), ms(r["node_comm_ns"]))
+        for r in a.graphs.per_gpu.iter_rows(named=True)
+    )  # fmt: skip
+    return Table("CUDA graphs per GPU (ms are unions)", header, rows, (False,) + (True,) * 7)
 
 
 def class_table(a: TraceAnalysis) -> Table:
