@@ -63,7 +63,8 @@ def test_skewed_processes_are_not_counted_twice() -> None:
     for pid, lag in ((1, 0), (2, 50)):
         for step in (1, 2, 3):
             g0 = 1000 + lag + (step - 1) * 100
-            kernels.append((pid, 0, 7, g0, g0 + 90, step, "ncclDevKernel_AllReduce", "x", None, None))
+            kernels.append((pid, 0, 7, g0, g0 + 90, step, "ncclDevKernel_AllReduce", "x", None,
+                            None))  # fmt: skip
             runtime.append((pid, (pid << 24) | 1, 10 * step, 10 * step + 1, step, None))
             nvtx.append((pid, (pid << 24) | 1, 10 * step - 5, 10 * step + 5, f"step {step}",
                          None, "pushpop", False))  # fmt: skip

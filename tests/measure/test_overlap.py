@@ -30,7 +30,8 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 def kernels(*rows: tuple[int, int, int, int, str]) -> pl.DataFrame:
     """(pid, device, start, end, class) rows as a classified kernel table."""
-    full = [(p, d, 7, s, e, i, f"k{i}", f"k{i}", None, None, c) for i, (p, d, s, e, c) in enumerate(rows)]
+    full = [(p, d, 7, s, e, i, f"k{i}", f"k{i}", None, None, c)
+            for i, (p, d, s, e, c) in enumerate(rows)]  # fmt: skip
     return pl.DataFrame(full, schema=KERNEL_SCHEMA | {"class": pl.String}, orient="row")
 
 

@@ -40,7 +40,8 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         [
             (P, 0, 1, 1000, 1100, 1, "nccl", "nccl", None, None, "comm"),
             (P, 0, 2, 1050, 1200, 2, "gemm", "gemm", None, None, "gemm"),
-            (P, 0, 2, 1300, 1400, 3, "mystery", "mystery", None, None, None),  # no class: compute, not comm
+            # no class: compute, not comm
+            (P, 0, 2, 1300, 1400, 3, "mystery", "mystery", None, None, None),
             (P, 0, 1, 1350, 1500, 4, "nccl", "nccl", None, None, "comm"),
         ],
         schema=KERNEL_SCHEMA | {"class": pl.String},
