@@ -14,7 +14,7 @@ import polars as pl
 from nsysmoe.ab.metrics import flat_values
 from nsysmoe.ab.verdict import Condition, failing, parse_condition
 from nsysmoe.measure.overlap import hidden_pct
-from nsysmoe.results import Comparison, RanksAnalysis, RanksComparison, TraceAnalysis
+from nsysmoe.results import Comparison, Graphs, RanksAnalysis, RanksComparison, TraceAnalysis
 
 
 @singledispatch
@@ -38,9 +38,27 @@ def _gpu_values(g: pl.DataFrame) -> dict[str, float | None]:
     }
 
 
-values.register(TraceAnalysis, lambda a: _gpu_values(a.gpus))
-values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks))
-values.register(Comparison, lambda c: flat_values(c.rows, c.contract.matched))
+def _graph_values(g: Graphs, active_ns: int) -> dict[str, float | None]:
+    """Whole-graph time nobody can see inside (``--fail-if 'graph_unknown_pct>0'`` refuses a
+    run whose communication may hide in graphs)."""
+    return {
+        "graph_unknown_ns": float(g.unknown_ns),
+        "graph_unknown_pct": 100.0 * g.unknown_ns / active_ns if active_ns else None,
+    }
+
+
+def _comparison_values(c: Comparison) -> dict[str, float | None]:
+    """The metric rows' values; the graph rows exist only where a side ran graphs, so a
+    graph-free A/B still answers ``graph_unknown_ns`` (0 on both sides)."""
+    none = {f"graph_unknown_ns{s}": 0.0 for s in ("", "_off", "_delta")}
+    return none | flat_values(c.rows, c.contract.matched)
+
+
+values.register(TraceAnalysis,
+                lambda a: _gpu_values(a.gpus) | _graph_values(a.graphs, a.totals.active_ns))
+values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_values(
+    run.graphs, sum(a.totals.active_ns for a in run.analyses)))
+values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe.measure.graphs import combined
 from nsysmoe.results import (
     Failure,
     RanksAnalysis,
@@ -74,10 +75,12 @@ def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
     analyses = tuple(r for r in results if isinstance(r, TraceAnalysis))
     failures = tuple(r for r in results if isinstance(r, Failure))
     if not analyses:
-        return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), Stragglers())
+        return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), Stragglers(),
+                             combined(()))  # fmt: skip
     ranks = rank_table(analyses)
     table = spread(ranks)
-    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table))
+    graphs = combined([a.graphs for a in analyses])
+    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs)
 
 
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:

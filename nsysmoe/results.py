@@ -415,6 +415,7 @@ class RanksAnalysis:
     ranks: pl.DataFrame
     spread: pl.DataFrame
     stragglers: Stragglers
+    graphs: Graphs  # every rank's CUDA graphs together
 
     def to_polars(self) -> pl.DataFrame:
         """The per-rank table."""
@@ -425,6 +426,7 @@ class RanksAnalysis:
             "ranks": self.ranks.to_dicts(),
             "spread": self.spread.to_dicts(),
             "stragglers": self.stragglers.to_dict(),
+            "graphs": self.graphs.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
             "traces": [a.to_dict() for a in self.analyses],
         }

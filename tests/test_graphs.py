@@ -220,3 +220,30 @@ def test_graph_table_without_a_needed_column_is_a_clear_error(runs, tmp_path: Pa
         conn.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE DROP COLUMN deviceId")
     with pytest.raises(NsysmoeError, match="GRAPH_TRACE has no column deviceId"):
         load(path)
+
+
+def test_fail_if_refuses_graph_time_nobody_can_see(runs, tmp_path: Path) -> None:
+    from nsysmoe.gate import values
+
+    paths = {m: write_export(tmp_path / f"{m}.sqlite", runs[m][0], "3.28.1") for m in runs}
+    graph, node = analyze(paths["graph"]), analyze(paths["node"])
+    (g,) = runs["graph"][1]["gpus"]
+    assert values(graph)["graph_unknown_ns"] == g["graphs"]["graph_ns"]
+    assert values(graph)["graph_unknown_pct"] == pytest.approx(
+        100 * g["graphs"]["graph_ns"] / g["active_ns"])
+    assert values(node)["graph_unknown_ns"] == 0
+    assert values(compare(*example_paths()))["graph_unknown_ns"] == 0
+
+
+def test_many_ranks_add_up_their_graphs(runs, tmp_path: Path) -> None:
+    from nsysmoe.api import analyze_many
+
+    spec, truth = runs["graph"]
+    paths = [str(write_export(tmp_path / f"r{i}.sqlite", spec, "3.28.1")) for i in range(2)]
+    run = analyze_many(paths)
+    (g,) = truth["gpus"]
+    assert run.graphs.whole_rows == 2 * g["graphs"]["graph_rows"]
+    assert run.graphs.whole_ns == 2 * g["graphs"]["graph_ns"]
+    assert dict(run.graphs.capture_nvtx) == {
+        n: 2 * c for n, c in analyze(paths[0]).graphs.capture_nvtx}
+    assert "all ranks: CUDA graphs:" in render(run, "terminal")

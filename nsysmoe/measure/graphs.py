@@ -23,6 +23,8 @@ capture-time ranges are listed so the report can say so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from nsysmoe.classify import GRAPH
@@ -86,6 +88,33 @@ def capture_ranges(trace: Trace) -> pl.DataFrame:
     return found.group_by("name").len("count").sort(["count", "name"], descending=[True, False])
 
 
+def _traced(whole_rows: int, node_kernels: int) -> str:
+    modes = [mode for mode, n in (("graph", whole_rows), ("node", node_kernels)) if n]
+    return "+".join(modes) or "none"
+
+
+def combined(parts: Sequence[Graphs]) -> Graphs:
+    """Several traces' (ranks') graph figures as one: sums, per-GPU rows stacked, capture-time
+    ranges counted together; ``recorded`` keeps each option's distinct values."""
+    rows = pl.concat([p.per_gpu for p in parts]) if parts else pl.DataFrame(schema=PER_GPU_SCHEMA)
+    sums = {c: int(rows[c].sum()) for c in PER_GPU_SCHEMA if c not in ("pid", "device")}
+    recorded: dict[str, list[str]] = {}
+    captured: dict[str, int] = {}
+    for p in parts:
+        for key, value in p.recorded.items():
+            values = recorded.setdefault(key, [])
+            values += [v for v in value.split(", ") if v not in values]
+        for name, n in p.capture_nvtx:
+            captured[name] = captured.get(name, 0) + n
+    return Graphs(
+        recorded={k: ", ".join(v) for k, v in sorted(recorded.items())},
+        traced=_traced(sums["whole_rows"], sums["node_kernels"]),
+        per_gpu=rows,
+        capture_nvtx=tuple(sorted(captured.items(), key=lambda kv: (-kv[1], kv[0]))),
+        **sums,
+    )
+
+
 def graph_summary(trace: Trace, kernels: pl.DataFrame, window: Window) -> Graphs:
     """How CUDA graphs were traced and what ran in them over ``window`` (module docstring)."""
     if "graph" not in kernels.columns or kernels["graph"].null_count() == len(kernels):
@@ -99,13 +128,10 @@ def graph_summary(trace: Trace, kernels: pl.DataFrame, window: Window) -> Graphs
             orient="row",
         )
     sums = {c: int(rows[c].sum()) for c in PER_GPU_SCHEMA if c not in ("pid", "device")}
-    traced = "+".join(
-        mode for mode, n in (("graph", sums["whole_rows"]), ("node", sums["node_kernels"])) if n
-    )
     captured = capture_ranges(trace)
     return Graphs(
         recorded=dict(trace.graph_trace),
-        traced=traced or "none",
+        traced=_traced(sums["whole_rows"], sums["node_kernels"]),
         per_gpu=rows,
         capture_nvtx=tuple(captured.iter_rows()),
         **sums,

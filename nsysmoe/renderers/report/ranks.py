@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from nsysmoe.renderers.cells import count, ms, pct
 from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.comparison import metric_table
+from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.results import Failure, RanksAnalysis, RanksComparison
 
 TOP_RANKS = 64
@@ -65,6 +66,9 @@ def document(run: RanksAnalysis) -> Document:
     blocks: list[Block] = [Heading("nsysmoe: many ranks"), Lines((head,))]
     if run.analyses:
         blocks += [rank_table(run), spread_table(run), Lines(tuple(straggler_lines(run)))]
+        active = sum(a.totals.active_ns for a in run.analyses)
+        if graphs := graph_lines(run.graphs, active, "all ranks: "):
+            blocks.append(Lines(tuple(graphs)))
     if run.failures:
         blocks.append(Lines(failure_lines(run.failures)))
     return Document(tuple(blocks))
