@@ -51,11 +51,13 @@ COMPUTE_GEMM_ATTN: tuple[str, ...] = ("gemm", "attention")
 """The "matrix math" subset of compute that the EP-overlap table reports separately."""
 
 UNCLASSIFIED: tuple[str, str] = ("other", "unclassified")
+OTHER_CHANNEL = "other"
+"""The channel of a communication kernel whose rule names none."""
 """Class/subclass of a name that no rule matched (so a rule file needs no catch-all)."""
 
 MAX_RULES_BYTES = 1 << 20  # a rule file is a few KiB of TOML
 _PROBE = pl.Series([""], dtype=pl.String)  # compiles a pattern without any name to match
-_RULE_KEYS = {"class", "subclass", "pattern", "nvtx", "note"}
+_RULE_KEYS = {"class", "subclass", "pattern", "nvtx", "channel", "note"}
 _REQUIRED_KEYS = ("class", "subclass")
 _FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
 
@@ -74,8 +76,14 @@ class Rule:
     note: str = ""
     #: a pattern for the name of an NVTX range enclosing the launching call; "" = any launch
     nvtx: str = ""
+    #: communication only: what the kernel moves (``ep.dispatch``, ``nccl.allreduce``, ...);
+    #: "" = :data:`OTHER_CHANNEL`
+    channel: str = ""
 
     def __post_init__(self) -> None:
+        if self.channel and self.klass != "comm":
+            raise NsysmoeError(f"channel {self.channel!r} on a {self.klass} rule; only comm "
+                               "rules name a channel")  # fmt: skip
         if self.klass == GRAPH:
             raise NsysmoeError(
                 "class 'graph' is given to whole-graph rows no rule names; a rule says what a "
@@ -137,7 +145,7 @@ def _rule_from_table(entry: Any, number: int, source: str) -> Rule:
         raise NsysmoeError(f"{where}: {', '.join(sorted(wrong))} must be a string")
     try:
         return Rule(values["class"], values["subclass"], values["pattern"], values["note"],
-                    values["nvtx"])  # fmt: skip
+                    values["nvtx"], values["channel"])  # fmt: skip
     except NsysmoeError as exc:
         raise NsysmoeError(f"{where} (subclass {values['subclass']!r}): {exc}") from exc
 
@@ -254,7 +262,8 @@ def classify(
     runtime: pl.DataFrame | None = None,
     nvtx: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Return ``df`` with ``class`` and ``subclass`` columns (replaced if present), rows in order.
+    """Return ``df`` with ``class``, ``subclass`` and ``channel`` (communication only, else
+    null) columns (replaced if present), rows in order.
 
     The regexes of name-only rules run once per unique name; rows get their labels by a hash
     lookup on the name, so cost grows with distinct names, not kernels. Rules with an ``nvtx``
@@ -275,7 +284,10 @@ def classify(
     at = pl.Series(np.where(index < 0, last, index), dtype=pl.UInt32)
     klass = pl.Series([r.klass for r in rules.rules] + [UNCLASSIFIED[0]], dtype=pl.String)
     subclass = pl.Series([r.subclass for r in rules.rules] + [UNCLASSIFIED[1]], dtype=pl.String)
-    out = df.with_columns(klass.gather(at).alias("class"), subclass.gather(at).alias("subclass"))
+    channel = pl.Series([(r.channel or OTHER_CHANNEL) if r.klass == "comm" else None
+                         for r in rules.rules] + [None], dtype=pl.String)  # fmt: skip
+    out = df.with_columns(klass.gather(at).alias("class"), subclass.gather(at).alias("subclass"),
+                          channel.gather(at).alias("channel"))  # fmt: skip
     if "graph" not in df.columns:
         return out
     # no rule, or only the catch-all ("other"/"unclassified"), says what a whole graph held

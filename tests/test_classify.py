@@ -329,8 +329,9 @@ def test_classify_adds_columns_keeps_rows_and_order() -> None:
         }
     ).with_columns(pl.col("kname").cast(pl.Categorical))
     out = classify(df, default_rules(), name_col="kname")
-    assert out.columns == ["start_ns", "kname", "class", "subclass"]
+    assert out.columns == ["start_ns", "kname", "class", "subclass", "channel"]
     assert out["start_ns"].to_list() == [5, 1, 3, 4]
+    assert out["channel"].to_list()[1:3] == [None, None]  # communication only
     assert out["class"].to_list() == ["comm", "gemm", "other", "comm"]
     assert out["subclass"].to_list() == ["nccl", "dense", "unclassified", "nccl"]
     assert df.columns == ["start_ns", "kname"]  # input untouched
