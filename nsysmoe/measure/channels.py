@@ -1,0 +1,199 @@
+"""Overlap per communication channel: how much of the dispatch, the combine, the DP all-reduce …
+was hidden, exactly, per GPU and per iteration.
+
+Definitions (per GPU, over the window; C_x = kernels of channel x, K = every compute kernel, i.e.
+every kernel that is not communication, G = GEMM ∪ attention kernels, O = every other channel):
+
+* ``count``: kernels of channel x; ``comm_ns`` = |⋃C_x|
+* ``hidden_ns`` = |⋃C_x ∩ ⋃K|; ``exposed_ns`` = comm_ns − hidden_ns; ``hidden_pct`` =
+  100 · hidden_ns / comm_ns (:func:`nsysmoe.measure.overlap.hidden_pct`)
+* ``comm_gemm_attn_ns`` = |⋃C_x ∩ ⋃G|
+* ``exposed_only_ns`` = |⋃C_x \\ (⋃K ∪ ⋃O)|: exposed time no other channel shares, so channels
+  that run concurrently are not each charged for the same exposed nanosecond (the sum over
+  channels is at most the GPU's ``exposed_ns``; the union of the channels is its ``comm_ns``)
+
+How: one sweep per GPU. Every interval boundary is an event; sorted once, a running count per
+category (K, G, each channel) says which categories cover each elementary segment between two
+consecutive boundaries, and every figure is a sum of segment lengths under a mask. Iteration
+windows are segments' bins (the rows are first clipped to the windows they meet), so all
+iterations come from the same one sort.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from nsysmoe.classify import COMPUTE_GEMM_ATTN
+from nsysmoe.measure.iterations import assign
+from nsysmoe.measure.overlap import COMM, hidden_pct_expr
+from nsysmoe.model import WHOLE_TRACE, Window
+
+#: Report order of the channel vocabulary; a user's own channel names follow, sorted.
+CHANNEL_ORDER = (
+    "ep.dispatch",
+    "ep.combine",
+    "ep.sync",
+    "nccl.allreduce",
+    "nccl.reducescatter",
+    "nccl.allgather",
+    "nccl.broadcast",
+    "nccl.sendrecv",
+    "nccl.other",
+    "tp.userbuffers",
+    "other",
+)
+SUMS = ("count", "comm_ns", "hidden_ns", "comm_gemm_attn_ns", "exposed_only_ns")
+METRICS = ("count", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct", "comm_gemm_attn_ns",
+           "exposed_only_ns")  # fmt: skip
+_TYPES = {c: pl.Int64 for c in METRICS} | {"hidden_pct": pl.Float64}
+CHANNEL_SCHEMA: dict[str, pl.DataType] = {"pid": pl.Int64, "device": pl.Int64,
+                                          "channel": pl.String, **_TYPES}  # fmt: skip
+STEP_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"step": pl.Int64, "channel": pl.String, **_TYPES}
+TOTAL_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"channel": pl.String, **_TYPES}
+K, G = 0, 1  # category indices; channel i is category 2 + i
+
+
+def channel_rank(channel: pl.Expr) -> pl.Expr:
+    """Sort key putting the vocabulary first, in :data:`CHANNEL_ORDER`."""
+    return channel.replace_strict(CHANNEL_ORDER, range(len(CHANNEL_ORDER)),
+                                  default=len(CHANNEL_ORDER), return_dtype=pl.Int64)  # fmt: skip
+
+
+def _finish(df: pl.DataFrame, keys: list[str], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """exposed_ns and hidden_pct from the sums; rows in key then channel order."""
+    hidden, comm = pl.col("hidden_ns"), pl.col("comm_ns")
+    return (
+        df.with_columns((comm - hidden).alias("exposed_ns"),
+                        hidden_pct_expr(hidden, comm).alias("hidden_pct"))  # fmt: skip
+        .sort([*keys, channel_rank(pl.col("channel")), "channel"])
+        .select(list(schema))
+        .cast(schema)
+    )
+
+
+def _categories(kernels: pl.DataFrame, channels: list[str]) -> pl.DataFrame:
+    """start, end, cat rows: compute kernels as K, GEMM/attention again as G, comm as 2+i."""
+    is_comm = pl.col("class") == COMM
+    index = pl.col("channel").replace_strict(channels, range(2, 2 + len(channels)),
+                                             return_dtype=pl.Int64)  # fmt: skip
+    cols = [c for c in ("window", "start", "end") if c in kernels.columns]
+    return pl.concat([
+        kernels.filter(~is_comm).select(*cols, pl.lit(K, pl.Int64).alias("cat")),
+        kernels.filter(pl.col("class").is_in(COMPUTE_GEMM_ATTN))
+        .select(*cols, pl.lit(G, pl.Int64).alias("cat")),
+        kernels.filter(is_comm).select(*cols, index.cast(pl.Int64).alias("cat")),
+    ])  # fmt: skip
+
+
+def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndarray]:
+    """Per (bin, channel) sums of segment lengths: ``comm_ns``, ``hidden_ns``,
+    ``comm_gemm_attn_ns``, ``exposed_only_ns`` (arrays of shape n_bins × n_channels).
+
+    ``rows``: start, end, cat and (with n_bins > 1) ``window``, the bin of each row; rows of
+    different bins must not overlap in time (clipped to disjoint windows).
+    """
+    shape = (n_bins, n_channels)
+    out = {k: np.zeros(shape, dtype=np.int64) for k in SUMS if k != "count"}
+    if rows.is_empty() or n_channels == 0:
+        return out
+    starts, ends = rows["start"].to_numpy(), rows["end"].to_numpy()
+    cats = rows["cat"].to_numpy()
+    bins = rows["window"].to_numpy() if "window" in rows.columns else np.zeros(len(rows), np.int64)
+    times, event_bins = np.concatenate([starts, ends]), np.concatenate([bins, bins])
+    # by time, then bin: at a window boundary the next window's events come last, so the
+    # segment after the boundary gets the next window's bin (a segment takes event i's bin)
+    order = np.lexsort((event_bins, times))
+    t = times[order]
+    delta = np.concatenate([np.ones(len(rows), np.int64), -np.ones(len(rows), np.int64)])[order]
+    cat = np.concatenate([cats, cats])[order]
+    seg = np.diff(t, append=t[-1])  # [t_i, t_i+1)
+    seg_bin = event_bins[order]
+    covered = {}
+    for c in range(2 + n_channels):
+        covered[c] = np.cumsum(np.where(cat == c, delta, 0)) > 0
+    comm_layers = np.stack([covered[2 + i] for i in range(n_channels)])
+    n_comm = comm_layers.sum(axis=0)
+    for i in range(n_channels):
+        x = comm_layers[i] & (seg > 0)
+        parts = {
+            "comm_ns": x,
+            "hidden_ns": x & covered[K],
+            "comm_gemm_attn_ns": x & covered[G],
+            "exposed_only_ns": x & ~covered[K] & (n_comm == 1),
+        }
+        for name, mask in parts.items():
+            out[name][:, i] = np.bincount(seg_bin[mask], weights=seg[mask], minlength=n_bins)
+    return out
+
+
+def _present(kernels: pl.DataFrame) -> list[str]:
+    comm = kernels.filter(pl.col("class") == COMM)
+    return comm.select(pl.col("channel").fill_null("other").unique())["channel"].to_list()
+
+
+def _with_channel(kernels: pl.DataFrame) -> pl.DataFrame:
+    if "channel" not in kernels.columns:  # classified before channels existed: one channel
+        kernels = kernels.with_columns(pl.lit(None, pl.String).alias("channel"))
+    comm = pl.col("class") == COMM
+    return kernels.with_columns(
+        pl.when(comm).then(pl.col("channel").fill_null("other")).alias("channel")
+    )
+
+
+def channel_table(kernels: pl.DataFrame, window: Window | None = None) -> pl.DataFrame:
+    """Per (pid, device, channel) of every channel present (:data:`CHANNEL_SCHEMA`); kernels
+    must carry ``class`` (and ``channel``). Python loops run per GPU and channel only."""
+    kernels = _with_channel((window or WHOLE_TRACE).select(kernels))
+    rows = []
+    for (pid, device), k in sorted(kernels.partition_by("pid", "device", as_dict=True).items()):
+        channels = _present(k)
+        if not channels:
+            continue
+        sums = sweep(_categories(k, channels), len(channels), 1)
+        counts = dict(k.filter(pl.col("class") == COMM).group_by("channel").len().iter_rows())
+        for i, ch in enumerate(channels):
+            rows.append({"pid": pid, "device": device, "channel": ch, "count": counts[ch],
+                         **{name: int(a[0, i]) for name, a in sums.items()}})  # fmt: skip
+    schema = {c: CHANNEL_SCHEMA[c] for c in ("pid", "device", "channel", *SUMS)}
+    return _finish(pl.DataFrame(rows, schema=schema, orient="row"), ["pid", "device"],
+                   CHANNEL_SCHEMA)  # fmt: skip
+
+
+def channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, channel), all GPUs together (:data:`STEP_CHANNEL_SCHEMA`); ``windows`` are
+    each process's iteration windows (pid, step, start_ns, end_ns), as the iteration table
+    measures them (:func:`nsysmoe.measure.steps.process_windows`). A kernel crossing a window
+    boundary counts in both windows, each with its part."""
+    kernels = _with_channel(kernels)
+    parts = []
+    for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
+        w = w.sort("start_ns")
+        lo, hi = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        of_pid = kernels.filter(pl.col("pid") == pid)
+        for k in of_pid.partition_by("device"):
+            clipped = assign(k.select("start", "end", "class", "channel"), lo, hi)
+            channels = _present(clipped)
+            if not channels:
+                continue
+            sums = sweep(_categories(clipped, channels), len(channels), len(w))
+            counts = (clipped.filter(pl.col("class") == COMM).group_by("window", "channel").len()
+                      .rename({"len": "count"}))  # fmt: skip
+            for i, ch in enumerate(channels):
+                part = pl.DataFrame({"window": np.arange(len(w)), "step": w["step"],
+                                     "channel": [ch] * len(w),
+                                     **{n: a[:, i] for n, a in sums.items()}})  # fmt: skip
+                parts.append(part.join(counts, on=["window", "channel"], how="left"))
+    if not parts:
+        return pl.DataFrame(schema=STEP_CHANNEL_SCHEMA)
+    table = pl.concat(parts, how="diagonal_relaxed").with_columns(pl.col("count").fill_null(0))
+    table = table.group_by("step", "channel").agg(pl.col(*SUMS).sum())
+    return _finish(table.filter(pl.col("count") > 0), ["step"], STEP_CHANNEL_SCHEMA)
+
+
+def channel_totals(table: pl.DataFrame) -> pl.DataFrame:
+    """A per-GPU channel table summed over GPUs per channel (hidden % of the sums)."""
+    if table.is_empty():
+        return pl.DataFrame(schema=TOTAL_CHANNEL_SCHEMA)
+    summed = table.group_by("channel").agg(pl.col(*SUMS).sum())
+    return _finish(summed, [], TOTAL_CHANNEL_SCHEMA)
