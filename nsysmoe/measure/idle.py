@@ -1,0 +1,253 @@
+"""Why a GPU sat idle: each idle gap split into host-bound, dependency and unexplained time.
+
+Per GPU = (pid, device), over the ops already clipped to an analysis window: the idle gaps are
+the maximal stretches of the span [first start, last end) of all GPU work (kernels ∪ memcpy ∪
+memset, half-open integer ns) that no op covers. They add up to exactly :mod:`~nsysmoe.measure.
+overlap`'s ``idle_ns = span_ns - active_ns``. A gap [g0, g1) is classified by the op(s) that end
+it (start == g1) and the start of their launching CUDA API call, ``api_start`` (the runtime row
+with the same (pid, corr_id), as in :mod:`nsysmoe.measure.projection`):
+
+* ``host``: the call started at or after the gap began (``api_start >= g0``): the GPU had
+  nothing queued, the CPU was late (launch overhead, Python, a data loader);
+* ``dependency``: the call started before the gap began (``api_start < g0``): the work was
+  already queued but waited on a stream/event sync or a peer;
+* ``other``: no op ending the gap has a launch row (null corr_id, no runtime row), or nothing
+  ends it at all (see below), so the cause is unknown.
+
+Several ops starting at g1: the earliest-launched (smallest non-null ``api_start``, then the
+smallest ``api_tid``) decides; ops without a launch row count only when none has one.
+
+Zero-length ops (start == end) are not GPU activity: they add nothing to the union, never split
+a gap and never end one, so they play no part in classifying. They still count for the span,
+exactly as in overlap.py (``span = max(end) - min(start)`` over every row), so a zero-length op
+before the first (after the last) real one opens a leading (trailing) gap. A leading gap is
+ended, and classified, by the first real op; a trailing gap is ended by nothing: ``other``.
+Inverted rows (end < start) cover nothing either; readers never produce them.
+
+Everything is vectorised: one sort by (group, start, api_start, api_tid), the previous ops'
+running maximum end as a per-group cumulative maximum, and the gap-ending op is the first row
+of its start; no Python loop runs per op, per gap, per GPU or per window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from nsysmoe.enclosing import enclosing_pairs
+from nsysmoe.measure.nvtx import display_name
+
+HOST, DEPENDENCY, OTHER = "host", "dependency", "other"
+KINDS = (HOST, DEPENDENCY, OTHER)
+GPU = ["pid", "device"]
+
+#: The op table of :func:`launch_starts` (api_* null without a launch row).
+OPS_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64,
+    "device": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "api_start": pl.Int64,
+    "api_tid": pl.Int64,
+}
+#: The split's figures (ns); the three parts add up to ``idle_ns`` exactly.
+SPLIT_COLUMNS = ("idle_ns", "idle_host_ns", "idle_dependency_ns", "idle_other_ns")
+SPLIT_SCHEMA: dict[str, pl.DataType] = {c: pl.Int64 for c in SPLIT_COLUMNS}
+GAP_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64,
+    "device": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "gap_ns": pl.Int64,
+    "kind": pl.String,
+    "api_tid": pl.Int64,
+    "nvtx": pl.String,
+}
+
+
+def launch_starts(
+    kernels: pl.DataFrame, memops: pl.DataFrame, runtime: pl.DataFrame
+) -> pl.DataFrame:
+    """Kernels and memops (canonical tables) as one op table (:data:`OPS_SCHEMA`), each with the
+    start and thread of its launching API call, joined in bulk on (pid, corr_id).
+
+    When several runtime rows share a (pid, corr_id) the earliest start (then smallest tid)
+    stands for the call: a gap is host-bound only if even the first sign of the launch came late.
+    Null corr ids never match (polars joins do not equate nulls).
+    """
+    cols = ["pid", "device", "start", "end", "corr_id"]
+    ops = pl.concat([kernels.select(cols), memops.select(cols)]).cast({c: pl.Int64 for c in cols})
+    calls = (
+        runtime.select("pid", "corr_id", pl.col("start").alias("api_start"), pl.col("tid"))
+        .drop_nulls(["pid", "corr_id", "api_start"])
+        .cast(pl.Int64)
+        .sort("pid", "corr_id", "api_start", "tid", nulls_last=True)
+        .unique(["pid", "corr_id"], keep="first")
+        .rename({"tid": "api_tid"})
+    )
+    out = ops.join(calls, on=["pid", "corr_id"], how="left", maintain_order="left")
+    return out.select(list(OPS_SCHEMA)).cast(OPS_SCHEMA)
+
+
+def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
+    """Every idle gap of every ``by`` group: ``by`` columns, start_ns, end_ns, gap_ns, kind
+    (:data:`KINDS`) and api_tid (the deciding call's thread; null for ``other``), in group and
+    time order. ``ops`` needs start, end, api_start and (optionally) api_tid."""
+    by = list(by)
+    tid = pl.col("api_tid") if "api_tid" in ops.columns else pl.lit(None, pl.Int64)
+    ops = ops.select(
+        *by,
+        pl.col("start", "end", "api_start").cast(pl.Int64),
+        tid.cast(pl.Int64).alias("api_tid"),
+    )
+    schema = {c: ops.schema[c] for c in by} | {
+        c: GAP_SCHEMA[c] for c in ("start_ns", "end_ns", "gap_ns", "kind", "api_tid")
+    }
+    if ops.is_empty():
+        return pl.DataFrame(schema=schema)
+    if not by:  # one group: a constant key keeps the grouped code below unchanged
+        return gaps(ops.with_columns(_group=pl.lit(0)), ["_group"]).drop("_group")
+    bounds = ops.group_by(by).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
+    # Within a start, the earliest-launched op first (nulls last): the first op of a start is
+    # the only one a gap can open before, so it is the deciding one.
+    real = ops.filter(pl.col("end") > pl.col("start")).sort(
+        [*by, "start", "api_start", "api_tid"], nulls_last=True
+    )
+    reach = pl.col("end").cum_max().shift(1).over(by)  # end of everything earlier in the group
+    real = real.with_columns(g0=reach).join(bounds, on=by, how="left", maintain_order="left")
+    g0 = pl.coalesce("g0", "lo")  # the group's first real op: a leading gap from the span start
+    kind = (
+        pl.when(pl.col("api_start").is_null())
+        .then(pl.lit(OTHER))
+        .when(pl.col("api_start") >= pl.col("start_ns"))
+        .then(pl.lit(HOST))
+        .otherwise(pl.lit(DEPENDENCY))
+    )
+    inner = (
+        real.with_columns(start_ns=g0, end_ns=pl.col("start"))
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+        .select(*by, "start_ns", "end_ns", kind.alias("kind"), "api_tid")
+    )
+    last = real.group_by(by).agg(reach=pl.col("end").max())
+    trailing = (  # after the last real op (or all of a span with none): nothing ends it
+        bounds.join(last, on=by, how="left")
+        .select(*by, pl.coalesce("reach", "lo").alias("start_ns"), pl.col("hi").alias("end_ns"))
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+        .with_columns(kind=pl.lit(OTHER), api_tid=pl.lit(None, pl.Int64))
+    )
+    out = pl.concat([inner.with_columns(pl.col("api_tid").cast(pl.Int64)), trailing])
+    out = out.with_columns(
+        gap_ns=pl.col("end_ns") - pl.col("start_ns"),
+        api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
+    )
+    return out.sort([*by, "start_ns"]).select(list(schema)).cast(schema)
+
+
+def _split(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The split per group of ``ops`` (every group with a row, zeros included), sorted."""
+    keys = ops.select(by).unique()
+    g = gaps(ops, by)
+    parts = g.group_by(by).agg(
+        pl.col("gap_ns").filter(pl.col("kind") == k).sum().alias(f"idle_{k}_ns") for k in KINDS
+    )
+    out = keys.join(parts, on=by, how="left").fill_null(0)
+    out = out.with_columns(idle_ns=pl.sum_horizontal([f"idle_{k}_ns" for k in KINDS]))
+    return out.sort(by).select(*by, *SPLIT_COLUMNS).cast(SPLIT_SCHEMA)
+
+
+def idle_split(ops: pl.DataFrame) -> dict[str, int]:
+    """The split of ONE GPU's ops (already windowed; every row is taken as that GPU's):
+    ``idle_ns`` (= span − |union|, overlap.py's figure) and its three parts, which add up to it."""
+    if ops.is_empty():
+        return dict.fromkeys(SPLIT_COLUMNS, 0)
+    row = _split(ops.with_columns(_group=pl.lit(0)), ["_group"]).row(0, named=True)
+    return {c: int(row[c]) for c in SPLIT_COLUMNS}
+
+
+def idle_split_per_gpu(ops: pl.DataFrame) -> pl.DataFrame:
+    """pid, device and the split (:data:`SPLIT_COLUMNS`) for every GPU with an op, sorted; all
+    GPUs at once in one grouped pass."""
+    return _split(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
+
+
+def split_in_windows(ops: pl.DataFrame, windows: Sequence[tuple[int, int]]) -> pl.DataFrame:
+    """The split per (window, GPU): window (index into ``windows``), pid, device, the split.
+
+    Each window [lo, hi) takes the ops :meth:`nsysmoe.model.Window.select` would (a real op
+    meeting it, a zero-length one whose instant lies in it), clipped to it, so a row equals
+    :func:`idle_split` of ``Window(lo, hi).select(ops)``. Windows may overlap; an op is
+    matched to all of them at once by two inequality joins, not one filter per window. Idle
+    time is that of overlap.py (inside the span of the window's work), not iterations.py's
+    window length minus active time. A GPU without work in a window has no row.
+    """
+    schema = {"window": pl.Int64} | {c: OPS_SCHEMA[c] for c in GPU} | SPLIT_SCHEMA
+    ops = ops.select(*GPU, "start", "end", "api_start", _tid(ops))
+    if not windows or ops.is_empty():
+        return pl.DataFrame(schema=schema)
+    win = pl.DataFrame(
+        {
+            "window": range(len(windows)),
+            "lo": [w[0] for w in windows],
+            "hi": [w[1] for w in windows],
+        },
+        schema={"window": pl.Int64, "lo": pl.Int64, "hi": pl.Int64},
+    )
+    real = pl.col("end") > pl.col("start")
+    before_hi = pl.col("start") < pl.col("hi")
+    matched = pl.concat([
+        ops.filter(real).join_where(win, pl.col("end") > pl.col("lo"), before_hi),
+        ops.filter(~real).join_where(win, pl.col("start") >= pl.col("lo"), before_hi),
+    ])  # fmt: skip
+    clipped = matched.with_columns(
+        pl.col("start").clip(pl.col("lo"), pl.col("hi")),
+        pl.col("end").clip(pl.col("lo"), pl.col("hi")),
+    ).drop("lo", "hi")
+    if clipped.is_empty():
+        return pl.DataFrame(schema=schema)
+    return _split(clipped, ["window", *GPU]).cast(schema)
+
+
+def largest_gaps(ops: pl.DataFrame, nvtx: pl.DataFrame, top: int = 5) -> pl.DataFrame:
+    """Per GPU the ``top`` longest gaps (:data:`GAP_SCHEMA`), longest first, an earlier gap
+    first among equals; sorted by (pid, device).
+
+    ``nvtx``: the innermost NVTX range the launching thread (``api_tid``) was in when the gap
+    began — same thread, ``range.start <= start_ns < range.end``, not cross-thread; innermost =
+    latest start, then earliest end, then the later row. Null for ``other`` gaps (no thread)
+    or when the thread was in no range. Shown as ``Domain:name`` in a named domain.
+    """
+    g = gaps(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
+    g = g.sort([*GPU, "gap_ns", "start_ns"], descending=[False, False, True, False])
+    g = g.filter(pl.int_range(pl.len()).over(GPU) < top).with_row_index("call_id")
+    ranges = (
+        nvtx.with_row_index("range_id")
+        .with_columns(pl.col("range_id").cast(pl.Int64), name=display_name())
+        .filter(
+            ~pl.col("cross_thread").fill_null(False)
+            & pl.all_horizontal(pl.col("tid", "start", "end").is_not_null())
+        )
+        .select("range_id", "tid", "start", "end", "name")
+    )
+    calls = g.filter(pl.col("api_tid").is_not_null()).select(
+        "call_id",
+        pl.col("api_tid").alias("tid"),
+        pl.col("start_ns").alias("start"),
+        (pl.col("start_ns") + 1).alias("end"),  # [g0, g0 + 1) inside ⇔ start <= g0 < end
+    )
+    pairs = enclosing_pairs(ranges.select("range_id", "tid", "start", "end"), calls)
+    inner = (
+        pairs.join(ranges, on="range_id")
+        .sort(["call_id", "start", "end", "range_id"], descending=[False, True, False, True])
+        .unique("call_id", keep="first")
+        .select(pl.col("call_id").cast(pl.UInt32), pl.col("name").alias("nvtx"))
+    )
+    out = g.join(inner, on="call_id", how="left", maintain_order="left")
+    return out.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA)
+
+
+def _tid(ops: pl.DataFrame) -> pl.Expr:
+    """``api_tid``, or a null one for op tables built without it."""
+    if "api_tid" in ops.columns:
+        return pl.col("api_tid")
+    return pl.lit(None, pl.Int64).alias("api_tid")
