@@ -22,12 +22,14 @@ from tests.fixtures.generate import (
     EXAMPLES,
     EXAMPLES_TRUTH_DIR,
     KERNEL_CLASSES,
+    K,
     build_examples,
     edge_case_scenario,
     load_schema,
     moe_step_scenario,
     write_export,
 )
+from tests.fixtures.kernels import KERNEL_CHANNELS
 from tests.fixtures.spec import global_pid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,6 +148,33 @@ def check_consistent(truth: dict[str, Any]) -> None:
             assert compute_union >= m["compute_ns"]
             pct = m["hidden_pct"]
             assert pct is None if m["comm_ns"] == 0 else pct == 100 * m["hidden_ns"] / m["comm_ns"]
+            check_channels(m)
+        steps = g["steps"]
+        if steps and sum(st["kernels"] for st in steps) == g["kernels"]:  # all work in steps
+            for name, ch in g["channels"].items():
+                for key in CHANNEL_SUMS:
+                    assert sum(st["channels"].get(name, {}).get(key, 0) for st in steps) == ch[key]
+
+
+CHANNEL_KEYS = {"count", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct", "comm_gemm_attn_ns",
+                "exposed_only_ns"}  # fmt: skip
+CHANNEL_SUMS = ("count", "comm_ns", "hidden_ns", "exposed_ns", "comm_gemm_attn_ns",
+                "exposed_only_ns")  # fmt: skip
+
+
+def check_channels(m: dict[str, Any]) -> None:
+    """A channel block agrees with itself and with the comm totals of the same GPU or step."""
+    chans = m["channels"]
+    assert sum(c["count"] for c in chans.values()) == m["classes"]["comm"]["count"]
+    assert sum(c["comm_ns"] for c in chans.values()) >= m["comm_ns"]  # channels may overlap
+    assert sum(c["hidden_ns"] for c in chans.values()) >= m["hidden_ns"]
+    for c in chans.values():
+        assert set(c) == CHANNEL_KEYS and c["count"] > 0
+        assert 0 <= c["comm_gemm_attn_ns"] <= c["hidden_ns"] <= c["comm_ns"] <= m["comm_ns"]
+        assert c["exposed_ns"] == c["comm_ns"] - c["hidden_ns"]
+        assert 0 <= c["exposed_only_ns"] <= c["exposed_ns"]
+        pct = c["hidden_pct"]
+        assert pct is None if c["comm_ns"] == 0 else pct == 100 * c["hidden_ns"] / c["comm_ns"]
 
 
 def test_edge_truth_by_hand(edge) -> None:
@@ -165,6 +194,21 @@ def test_edge_truth_by_hand(edge) -> None:
     assert nvtx["NCCL:ncclAllReduce"] == (2, 60) and nvtx["MyLib:setup"] == (1, 100)
     assert nvtx["crashed_range"] == (1, 2600 - 2400)  # unended: ends at the last NVTX timestamp
     assert nvtx["async_io"] == (1, 500) and nvtx["step 0"] == (2, 1400 + 1650)
+    # channels (count, comm, hidden, exposed, pct, comm_gemm_attn, exposed_only), by hand:
+    # dispatch = HybridEP [1350,1420) + DeepEP [1910,2000) (its last 50 ns under the SendRecv);
+    # the SendRecv is launched on thread 1001, outside 1005's "moe_dispatch forward" range
+    chans = {k: tuple(c[f] for f in ("count", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct",
+                                     "comm_gemm_attn_ns", "exposed_only_ns"))
+             for k, c in a["channels"].items()}  # fmt: skip
+    assert chans == {
+        "nccl.allreduce": (1, 150, 50, 100, 100 * 50 / 150, 50, 100),
+        "ep.dispatch": (2, 160, 60, 100, 100 * 60 / 160, 50, 50),
+        "ep.sync": (1, 10, 0, 10, 0.0, 0, 10),
+        "nccl.sendrecv": (1, 100, 0, 100, 0.0, 0, 50),
+    }
+    assert b["channels"] == {"ep.combine": {
+        "count": 1, "comm_ns": 300, "hidden_ns": 100, "exposed_ns": 200, "hidden_pct": 100 / 3,
+        "comm_gemm_attn_ns": 100, "exposed_only_ns": 200}}  # fmt: skip
     check_consistent(edge[1])
 
 
@@ -318,6 +362,58 @@ def test_kernel_classes_follow_the_taxonomy() -> None:
     for name, klass in KERNEL_CLASSES.items():
         first = next(c for c, rx in TAXONOMY if re.search(rx, name))
         assert first == klass, name
+
+
+def test_kernel_channels_follow_the_channel_table() -> None:
+    """Every comm kernel has its channel as data, the one the oracle's name rules give; only
+    NCCL Send/Recv takes the channel of an enclosing EP phase instead."""
+    for tpl in K.values():
+        assert (tpl.channel is not None) == (tpl.klass == "comm"), tpl.name
+        if tpl.channel:
+            assert oracle.name_channel(tpl.name) == tpl.channel == KERNEL_CHANNELS[tpl.name]
+            assert tpl.phase_channel == (tpl.channel == "nccl.sendrecv")
+    assert set(KERNEL_CHANNELS.values()) == {"ep.dispatch", "ep.combine", "ep.sync",
+                                             "nccl.allreduce", "nccl.sendrecv"}  # fmt: skip
+    names = {  # the rest of the table, on real kernel names
+        "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<(unsigned long)"
+        "4096>)": "nccl.reducescatter",
+        "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)": "nccl.allgather",
+        "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)":
+            "nccl.broadcast",
+        "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)": "nccl.sendrecv",
+        "ncclDevKernel_Recv(ncclDevKernelArgsStorage<(unsigned long)4096>)": "nccl.sendrecv",
+        "ncclDevKernel_ReduceScatter_Sum_f32_RING_SIMPLE": "nccl.reducescatter",
+        "ncclDevKernel_Reduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)":
+            "nccl.other",
+        "void hybrid_ep::scan<(int)128>(hybrid_ep::scan_param_t)": "ep.sync",
+        "void deep_ep::internode_ll::dispatch<(bool)1, (int)3, (int)7168>(void *)": "ep.dispatch",
+        "void deep_ep::internode::combine<__nv_bfloat16, (int)4>(int4 *)": "ep.combine",
+        "void deep_ep::internode::cached_notify<(int)8>(int, int)": "ep.sync",
+        "void transformer_engine::userbuffers::kuserbuffers_pushrecv(int, int)": "tp.userbuffers",
+        "void my_lib::all2all_kernel(float *)": "other",
+    }  # fmt: skip
+    for name, channel in names.items():
+        assert oracle.name_channel(name) == channel, name
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_alltoall_sendrecv_runs_in_ep_phases(overlap: bool) -> None:
+    """Megatron's alltoall dispatcher: every SendRecv is launched inside a moe_dispatch /
+    moe_combine range on its own thread, so it is EP traffic (with overlap on or off); the
+    edge case's SendRecv, outside any EP phase on its thread, stays nccl.sendrecv."""
+    spec, truth = small_moe("alltoall", overlap)
+    sendrecv = [k for k in spec.kernels if k.short_name == "ncclDevKernel_SendRecv"]
+    assert Counter(k.channel for k in sendrecv) == {"ep.dispatch": 8, "ep.combine": 8}
+    threads = {k.tid for k in sendrecv}
+    assert len(threads) == 2  # forward on the main thread, backward on pt_autograd_0
+    other = small_moe("alltoall", not overlap)[1]
+    for t in (truth, other):
+        check_consistent(t)
+    counts = [{n: c["count"] for n, c in t["gpus"][0]["channels"].items()} for t in (truth, other)]
+    assert counts[0] == counts[1] == {"ep.dispatch": 8, "ep.combine": 8, "nccl.allreduce": 2}
+    edge_spec, edge_truth = edge_case_scenario()
+    assert [k.channel for k in edge_spec.kernels if "SendRecv" in k.name] == ["nccl.sendrecv"]
+    assert "nccl.sendrecv" in edge_truth["gpus"][0]["channels"]
 
 
 # --- shipped examples ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from tests.fixtures.kineto_writer import kineto_text
 GRAPH_DDLS = ("3.13.2", "3.28.1")
 SMALL = {"time_scale": 0.02}  # ~3 M ns per GPU: per-ns masks stay small
 GPU_KEYS = ("kernels", "span_ns", "active_ns", "comm_ns", "compute_ns", "hidden_ns",
-            "comm_gemm_attn_ns", "classes")  # fmt: skip
+            "comm_gemm_attn_ns", "classes", "channels")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +135,27 @@ def test_graphs_are_a_big_share_and_matter(runs) -> None:
     assert disp_n["comm_ns"] == g_node["graphs"]["comm_in_graphs_ns"]
     assert disp_n["ops"] == 5 * disp_n["count"] and disp_g["busy_ns"] > disp_n["busy_ns"]
     assert runs["graph"][1]["graphs"]["capture_nvtx"] == list(PROJECTED)
+
+
+def test_channels_in_both_modes(runs) -> None:
+    """Graph rows are compute, never a channel: graph mode loses the dispatch graph's comm node
+    (ep.dispatch), node mode counts it; eager combine, backward dispatch and the all-reduce
+    keep their channels in both."""
+    g_graph, g_node = runs["graph"][1]["gpus"][0], runs["node"][1]["gpus"][0]
+    ch_g, ch_n = g_graph["channels"], g_node["channels"]
+    assert set(ch_g) == set(ch_n) == {"ep.dispatch", "ep.combine", "nccl.allreduce"}
+    replays = g_node["nvtx_projection"]["moe_dispatch forward"]["count"]
+    assert ch_n["ep.dispatch"]["count"] == ch_g["ep.dispatch"]["count"] + replays
+    assert ch_n["ep.dispatch"]["comm_ns"] > ch_g["ep.dispatch"]["comm_ns"] > 0
+    assert ch_n["ep.combine"]["comm_ns"] == ch_g["ep.combine"]["comm_ns"]
+    assert ch_n["nccl.allreduce"] == ch_g["nccl.allreduce"]
+    for g in (g_graph, g_node):
+        for m in [g, *g["steps"]]:
+            comm = m["classes"]["comm"]["count"]
+            assert sum(c["count"] for c in m["channels"].values()) == comm
+            assert sum(c["comm_ns"] for c in m["channels"].values()) >= m["comm_ns"]
+    # the comm node is hidden under the shared-expert GEMM (eager) in node mode
+    assert ch_n["ep.dispatch"]["hidden_ns"] > ch_g["ep.dispatch"]["hidden_ns"]
 
 
 def test_same_timeline_in_both_modes(runs) -> None:
