@@ -11,12 +11,20 @@ import polars as pl
 from nsysmoe.classify import RuleSet, classify_trace, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
+from nsysmoe.measure.channels import (
+    channel_iterations,
+    channel_table,
+    channel_totals,
+    on_the_table,
+    with_shares,
+)
 from nsysmoe.measure.graphs import graph_summary
+from nsysmoe.measure.idle import idle_per_iteration, idle_split_per_gpu, largest_gaps, launch_starts
 from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
-from nsysmoe.measure.steps import detect_steps, select_steps, step_windows
+from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
 from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
 from nsysmoe.results import Steps, TraceAnalysis, WallVerdict
 
@@ -72,11 +80,20 @@ def analyze_trace(
             "widen --window (GPU work spans "
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
-    gpus = gpus.join(
-        trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left"
-    ).select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
+    ops = launch_starts(kernels, trace.memops, trace.runtime)
+    split = idle_split_per_gpu(window.select(ops)).drop("idle_ns")
+    gpus = (
+        gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left")
+        .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
+        .join(split, on=["pid", "device"], how="left", maintain_order="left")
+    )
     gpu_walls = tuple(_gpu_wall(trace, row) for row in gpus.iter_rows(named=True))
     total = totals(gpus)
+    channels = channel_table(kernels, window)
+    iterations = iteration_table(kernels, trace.memops, steps, kept)
+    step_channels = _step_channels(kernels, steps, kept, iterations)
+    idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations)
+    iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
     return TraceAnalysis(
         path=trace.path,
         source_format=trace.source_format,
@@ -90,16 +107,30 @@ def analyze_trace(
         classes=classes,
         nvtx=nvtx_totals(trace.nvtx, cpu_window, normalize=not scope.raw_nvtx),
         unclassified=busiest_unclassified(window.select(kernels)),
-        iterations=iteration_table(kernels, trace.memops, steps, kept),
+        iterations=iterations,
         step_timeline=steps.timeline,
         gpu_walls=gpu_walls,
         wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls),
         totals=total,
         graphs=graphs,
+        channels=with_shares(channels, gpus),
+        channel_totals=channel_totals(channels),
+        iteration_channels=step_channels,
+        idle_gaps=largest_gaps(window.select(ops), trace.nvtx),
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,
     )
+
+
+def _step_channels(kernels: pl.DataFrame, steps: Steps, kept: list[int],
+                   iterations: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
+    """Per (iteration, channel), all GPUs together, with what is still on the table."""
+    windows = process_windows(steps, kept)
+    per_step = channel_iterations(kernels, windows)
+    gpus = (kernels.join(windows.select("pid", "step"), on="pid").select("step", "pid", "device")
+            .unique().group_by("step").len("gpus"))  # fmt: skip
+    return on_the_table(per_step, iterations, gpus)
 
 
 def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:

@@ -39,6 +39,8 @@ ITERATION_SCHEMA = {
     "hidden_pct": pl.Float64,
     "idle_ns": pl.Int64,  # per GPU: the iteration window's length − active time, summed
 }
+#: ``TraceAnalysis.iterations`` also carries ``idle_host_ns``, ``idle_dependency_ns`` and
+#: ``idle_other_ns`` (:func:`nsysmoe.measure.idle.idle_per_iteration`), adding up to idle_ns.
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,11 @@ class Steps:
     def truncated(self) -> list[int]:
         """Last steps left out because the capture ended before they did."""
         return sorted(self.table.filter(~pl.col("complete"))["step"].unique().to_list())
+
+
+def _by_channel(table: pl.DataFrame, drop: tuple[str, ...]) -> dict[str, dict[str, object]]:
+    """Rows of a channel table as ``{channel: {metric: value}}`` (report order kept)."""
+    return {r.pop("channel"): r for r in table.drop(*drop).to_dicts()}
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,10 @@ class TraceAnalysis:
     wall: WallVerdict
     totals: Totals
     graphs: Graphs
+    channels: pl.DataFrame  # per (pid, device, channel): nsysmoe.measure.channels
+    channel_totals: pl.DataFrame  # per channel, all GPUs summed
+    iteration_channels: pl.DataFrame  # per (step, channel), all GPUs, with on-the-table figures
+    idle_gaps: pl.DataFrame  # per GPU, the largest idle gaps (nsysmoe.measure.idle.GAP_SCHEMA)
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -192,8 +203,18 @@ class TraceAnalysis:
                 c["class"]: {"count": c["count"], "sum_ns": c["sum_ns"], "union_ns": c["union_ns"]}
                 for c in (per_class.iter_rows(named=True) if per_class is not None else [])
             }
+            of_gpu = (pl.col("pid") == row["pid"]) & (pl.col("device") == row["device"])
+            row["channels"] = _by_channel(self.channels.filter(of_gpu), ("pid", "device"))
+            gaps = self.idle_gaps.filter(of_gpu).drop("pid", "device")
+            row["largest_idle_gaps"] = gaps.to_dicts()
             row["wall"] = wall.to_dict()
             gpus.append(row)
+        steps = self.iteration_channels.partition_by("step", as_dict=True)
+        iterations = [
+            it | {"channels": _by_channel(steps.get((it["step"],), self.iteration_channels.clear()),
+                                          ("step",))}
+            for it in self.iterations.to_dicts()
+        ]
         return {
             "path": self.path,
             "format": self.source_format,
@@ -208,11 +229,12 @@ class TraceAnalysis:
             },
             "rules": self.rules_source,
             "gpus": gpus,
+            "channels": _by_channel(self.channel_totals, ()),
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
             "wall": self.wall.to_dict(),
             "unclassified": self.unclassified.to_dicts(),
-            "iterations": self.iterations.to_dicts(),
+            "iterations": iterations,
             "iteration_timeline": self.step_timeline,
             "not_captured": self.not_captured,
             "warnings": list(self.warnings),

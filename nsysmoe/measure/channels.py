@@ -191,6 +191,33 @@ def channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataF
     return _finish(table.filter(pl.col("count") > 0), ["step"], STEP_CHANNEL_SCHEMA)
 
 
+def with_shares(table: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """The per-GPU channel table with ``exposed_pct_of_span`` and ``exposed_only_pct_of_span``:
+    what each channel leaves exposed, as a share of its GPU's span (``gpus``: per-GPU table)."""
+    span = pl.col("span_ns")
+    return table.join(gpus.select("pid", "device", "span_ns"), on=["pid", "device"],
+                      how="left", maintain_order="left").with_columns(
+        pl.when(span > 0).then(100.0 * pl.col("exposed_ns") / span).alias("exposed_pct_of_span"),
+        pl.when(span > 0).then(100.0 * pl.col("exposed_only_ns") / span)
+        .alias("exposed_only_pct_of_span"),
+    ).drop("span_ns")  # fmt: skip
+
+
+def on_the_table(per_step: pl.DataFrame, iterations: pl.DataFrame,
+                 gpus_per_step: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
+    """Per (step, channel): ``exposed_pct_of_step`` = exposed / (step period × GPUs) and
+    ``step_if_hidden_ns`` = step period − exposed-only time per GPU: the step time if every
+    exposed nanosecond of the channel that nothing else covers were hidden — an upper bound on
+    the gain (work that depends on the communication may still wait)."""
+    steps = iterations.select("step", "step_ns").join(gpus_per_step, on="step", how="left")
+    n, step = pl.col("gpus").fill_null(1), pl.col("step_ns")
+    return per_step.join(steps, on="step", how="left", maintain_order="left").with_columns(
+        pl.when(step > 0).then(100.0 * pl.col("exposed_ns") / (step * n))
+        .alias("exposed_pct_of_step"),
+        (step - pl.col("exposed_only_ns") // n).alias("step_if_hidden_ns"),
+    ).drop("step_ns")  # fmt: skip
+
+
 def channel_totals(table: pl.DataFrame) -> pl.DataFrame:
     """A per-GPU channel table summed over GPUs per channel (hidden % of the sums)."""
     if table.is_empty():

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from nsysmoe.enclosing import enclosing_pairs
+from nsysmoe.measure.iterations import assign
 from nsysmoe.measure.nvtx import display_name
 
 HOST, DEPENDENCY, OTHER = "host", "dependency", "other"
@@ -251,3 +252,44 @@ def _tid(ops: pl.DataFrame) -> pl.Expr:
     if "api_tid" in ops.columns:
         return pl.col("api_tid")
     return pl.lit(None, pl.Int64).alias("api_tid")
+
+
+def idle_per_iteration(
+    ops: pl.DataFrame, windows: pl.DataFrame, iterations: pl.DataFrame
+) -> pl.DataFrame:
+    """Per step: ``idle_host_ns``, ``idle_dependency_ns``, ``idle_other_ns``, adding up exactly
+    to the iteration table's ``idle_ns`` (:mod:`nsysmoe.measure.iterations`: each GPU with work
+    in the window, window length − active time, summed).
+
+    The gaps are those of each GPU's whole timeline (so the gap before the next iteration's
+    first op is classified by that op), clipped to each process's iteration windows
+    (``windows``: pid, step, start_ns, end_ns); a GPU's time in a window that lies in no gap
+    of its timeline (before its first op, after its last) is ``other``.
+    """
+    schema = {"step": pl.Int64} | {f"idle_{k}_ns": pl.Int64 for k in KINDS}
+    if windows.is_empty() or iterations.is_empty():
+        return pl.DataFrame(schema=schema)
+    g = gaps(ops).rename({"start_ns": "start", "end_ns": "end"})
+    parts, present = [], []
+    for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
+        w = w.sort("start_ns")
+        lo, hi, steps = w["start_ns"].to_numpy(), w["end_ns"].to_numpy(), w["step"]
+        step_of = pl.DataFrame({"window": range(len(w)), "step": steps},
+                               schema={"window": pl.Int64, "step": pl.Int64})  # fmt: skip
+        of_pid = pl.col("pid") == pid
+        work = assign(ops.filter(of_pid).select("device", "start", "end"), lo, hi)
+        present.append(work.select("window", "device").unique().join(step_of, on="window")
+                       .with_columns(pl.lit(pid, pl.Int64).alias("pid")))  # fmt: skip
+        clipped = assign(g.filter(of_pid).select("device", "start", "end", "kind"), lo, hi)
+        parts.append(clipped.join(step_of, on="window").with_columns(
+            pl.lit(pid, pl.Int64).alias("pid")))  # fmt: skip
+    keys = ["step", "pid", "device"]
+    gpus = pl.concat(present).select(keys)
+    clipped = pl.concat(parts).join(gpus, on=keys, how="semi")
+    by_kind = clipped.group_by("step").agg(
+        (pl.col("end") - pl.col("start")).filter(pl.col("kind") == k).sum().alias(f"idle_{k}_ns")
+        for k in KINDS
+    )
+    out = iterations.select("step", "idle_ns").join(by_kind, on="step", how="left").fill_null(0)
+    residual = pl.col("idle_ns") - pl.col("idle_host_ns") - pl.col("idle_dependency_ns")
+    return out.with_columns(residual.alias("idle_other_ns")).select(list(schema)).cast(schema)
