@@ -196,8 +196,8 @@ TAXONOMY: dict[tuple[str, str], list[str]] = {
         "fused_moe_kernel",
         "_matmul_ogs_NNT_bf16xbf16xmxfp4_128x256x128x1_swiglu",
     ],
-    # cuDNN convolutions: real compute, but neither GEMM nor attention
-    ("other", "conv"): [
+    # cuDNN convolutions: implicit GEMM on the tensor cores, matrix math
+    ("gemm", "conv"): [
         "void convolveNd_dgrad_float_engine<float, 3, 512, 6, 5, 3, 3, 3, false>(int)",
         "void xmma_cudnn::gemm::kernel<xmma_cudnn::implicit_gemm::fprop_indexed::Traits<1> >()",
         "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_"
@@ -531,10 +531,10 @@ def test_deepseek_comm_gemm_attention(deepseek: pl.DataFrame) -> None:
 NSYS_EXPECTED: dict[str, set[tuple[str, str]]] = {
     "nersc-ddp-4gpu-baseline.sqlite": {
         ("comm", "nccl"),
-        ("other", "conv"),
+        ("gemm", "conv"),
         ("other", "dataloader"),
     },
-    "nersc-ddp-4gpu-bucketcap100mb.sqlite": {("comm", "nccl"), ("other", "conv")},
+    "nersc-ddp-4gpu-bucketcap100mb.sqlite": {("comm", "nccl"), ("gemm", "conv")},
     "nsysai-2gpu-before.sqlite": {("comm", "nccl"), ("gemm", "dense"), ("attention", "flash")},
     "nsysai-2gpu-after.sqlite": {("comm", "nccl"), ("gemm", "dense"), ("attention", "flash")},
     "nvfuser-h100-schema3.16.sqlite": {("gemm", "dense"), ("other", "nvfuser")},

@@ -106,9 +106,9 @@ def independent_window(
         s, e = c
         key = "comm" if name.startswith("nccl") else "compute"
         gpu[(pid, dev)][key].append((s, e))
-        # GEMM/attention here: cuBLAS/CUTLASS GEMMs and FlashAttention; cuDNN's implicit-GEMM
-        # convolutions (nersc) are convolutions, not GEMM, as in the taxonomy
-        is_gemm = "gemm" in name.lower() and "cudnn" not in name
+        # GEMM/attention here: cuBLAS/CUTLASS GEMMs, FlashAttention, and cuDNN's convolutions
+        # (nersc: xmma_cudnn implicit GEMM, convolveNd_dgrad / wgrad_alg1 engines), matrix math
+        is_gemm = "gemm" in name.lower() or "convolve" in name.lower() or "grad_alg" in name
         if is_gemm or name.startswith(("nvjet", "flash")):
             gpu[(pid, dev)]["gemm_attn"].append((s, e))
     out = {}
