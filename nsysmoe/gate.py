@@ -11,8 +11,9 @@ from functools import singledispatch
 
 import polars as pl
 
-from nsysmoe.ab.metrics import flat_values
+from nsysmoe.ab.metrics import CHANNEL_METRIC_ROWS, flat_values
 from nsysmoe.ab.verdict import Condition, failing, parse_condition
+from nsysmoe.measure.channels import CHANNEL_ORDER, CHANNEL_SCHEMA, channel_totals
 from nsysmoe.measure.overlap import hidden_pct
 from nsysmoe.results import Comparison, Graphs, RanksAnalysis, RanksComparison, TraceAnalysis
 
@@ -47,17 +48,39 @@ def _graph_values(g: Graphs, active_ns: int) -> dict[str, float | None]:
     }
 
 
+#: per-channel ``--fail-if`` values: ``ep.combine.hidden_pct<50``
+CHANNEL_VALUES = ("hidden_pct", "comm_ns", "hidden_ns", "exposed_ns", "exposed_only_ns",
+                  "comm_gemm_attn_ns")  # fmt: skip
+
+
+def _channel_values(totals: pl.DataFrame) -> dict[str, float | None]:
+    """``CHANNEL.METRIC`` for every channel of the vocabulary (None where the trace has none of
+    it, so a condition on it fails instead of passing) and every channel present."""
+    out: dict[str, float | None] = {f"{ch}.{m}": None for ch in CHANNEL_ORDER
+                                    for m in CHANNEL_VALUES}  # fmt: skip
+    for r in totals.iter_rows(named=True):
+        out |= {f"{r['channel']}.{m}": None if r[m] is None else float(r[m])
+                for m in CHANNEL_VALUES}  # fmt: skip
+    return out
+
+
 def _comparison_values(c: Comparison) -> dict[str, float | None]:
     """The metric rows' values; the graph rows exist only where a side ran graphs, so a
-    graph-free A/B still answers ``graph_unknown_ns`` (0 on both sides)."""
+    graph-free A/B still answers ``graph_unknown_ns`` (0 on both sides); channel keys of the
+    vocabulary exist (None) even where neither side has the channel."""
     none = {f"graph_unknown_ns{s}": 0.0 for s in ("", "_off", "_delta")}
-    return none | flat_values(c.rows, c.contract.matched)
+    channels = {f"{ch}.{m}{s}": None for ch in CHANNEL_ORDER for m in CHANNEL_METRIC_ROWS
+                for s in ("", "_off", "_delta")}  # fmt: skip
+    return none | channels | flat_values(c.rows, c.contract.matched)
 
 
 values.register(TraceAnalysis,
-                lambda a: _gpu_values(a.gpus) | _graph_values(a.graphs, a.totals.active_ns))
+                lambda a: _gpu_values(a.gpus) | _graph_values(a.graphs, a.totals.active_ns)
+                | _channel_values(a.channel_totals))
 values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_values(
-    run.graphs, sum(a.totals.active_ns for a in run.analyses)))
+    run.graphs, sum(a.totals.active_ns for a in run.analyses)) | _channel_values(
+    channel_totals(pl.concat([a.channels.select(list(CHANNEL_SCHEMA)) for a in run.analyses])
+                   if run.analyses else pl.DataFrame(schema=CHANNEL_SCHEMA))))
 values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
 

@@ -17,6 +17,7 @@ from nsysmoe.measure.channels import (
     channel_totals,
     on_the_table,
     with_shares,
+    with_step_bounds,
 )
 from nsysmoe.measure.graphs import graph_summary
 from nsysmoe.measure.idle import idle_per_iteration, idle_split_per_gpu, largest_gaps, launch_starts
@@ -114,7 +115,7 @@ def analyze_trace(
         totals=total,
         graphs=graphs,
         channels=with_shares(channels, gpus),
-        channel_totals=channel_totals(channels),
+        channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
         idle_gaps=largest_gaps(window.select(ops), trace.nvtx),
         not_captured=dict(trace.not_captured),

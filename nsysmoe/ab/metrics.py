@@ -67,7 +67,7 @@ def summary_rows(off: Side, on: Side) -> list[MetricRow]:
         MetricRow("idle_ns", "GPU idle (span − active)", "ns", *both("idle_ns"), "lower"),
         MetricRow("kernels", "kernel count", "count", *both("kernels")),
     ]  # fmt: skip
-    rows += graph_rows(off, on)
+    rows += graph_rows(off, on) + channel_rows(off, on)
     for klass, label in (("gemm", "GEMM"), ("attention", "attention")):
         rows += [
             MetricRow(f"{klass}_sum_ns", f"{label} kernels, sum of durations", "ns",
@@ -78,6 +78,30 @@ def summary_rows(off: Side, on: Side) -> list[MetricRow]:
                       "compute inflation"),
         ]  # fmt: skip
     return rows + phase_rows(off, on)
+
+
+#: per-channel A/B rows: (metric, label, unit, better)
+CHANNEL_METRIC_ROWS = {
+    "hidden_pct": ("hidden by compute", "pct", "higher"),
+    "exposed_ns": ("exposed", "ns", "lower"),
+    "exposed_only_ns": ("exposed, no other channel", "ns", "lower"),
+    "comm_ns": ("union", "ns", "lower"),
+}
+
+
+def channel_rows(off: Side, on: Side) -> list[MetricRow]:
+    """Per channel present on either side (all GPUs summed): hidden %, exposed, union."""
+    a = {r["channel"]: r for r in off.analysis.channel_totals.iter_rows(named=True)}
+    b = {r["channel"]: r for r in on.analysis.channel_totals.iter_rows(named=True)}
+    order = [*a, *(ch for ch in b if ch not in a)]
+    rows = []
+    for ch in order:
+        for metric, (label, unit, better) in CHANNEL_METRIC_ROWS.items():
+            ra, rb = a.get(ch), b.get(ch)
+            rows.append(MetricRow(f"{ch}.{metric}", f"{ch}: {label}", unit,
+                                  ra[metric] if ra else None, rb[metric] if rb else None,
+                                  better))  # fmt: skip
+    return rows
 
 
 def graph_rows(off: Side, on: Side) -> list[MetricRow]:

@@ -54,7 +54,9 @@ def judge(row: MetricRow, noise: tuple[float, str]) -> Verdict:
     return Verdict(row.key, row.label, outcome, change, floor, source, unit)
 
 
-_COND = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
+_COND = re.compile(
+    r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$", re.IGNORECASE
+)
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
         "==": operator.eq, "!=": operator.ne}  # fmt: skip
 

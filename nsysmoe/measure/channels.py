@@ -218,6 +218,17 @@ def on_the_table(per_step: pl.DataFrame, iterations: pl.DataFrame,
     ).drop("step_ns")  # fmt: skip
 
 
+def with_step_bounds(totals: pl.DataFrame, per_step: pl.DataFrame) -> pl.DataFrame:
+    """All-GPU channel totals with ``median_step_if_hidden_ns``: the median over iterations of
+    :func:`on_the_table`'s ``step_if_hidden_ns`` (null without iterations)."""
+    if per_step.is_empty():
+        return totals.with_columns(pl.lit(None, pl.Int64).alias("median_step_if_hidden_ns"))
+    bound = per_step.group_by("channel").agg(
+        pl.col("step_if_hidden_ns").median().round().cast(pl.Int64)
+        .alias("median_step_if_hidden_ns"))  # fmt: skip
+    return totals.join(bound, on="channel", how="left", maintain_order="left")
+
+
 def channel_totals(table: pl.DataFrame) -> pl.DataFrame:
     """A per-GPU channel table summed over GPUs per channel (hidden % of the sums)."""
     if table.is_empty():

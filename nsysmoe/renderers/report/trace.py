@@ -17,14 +17,22 @@ def document(a: TraceAnalysis) -> Document:
         Heading("nsysmoe:", code=source_text(a), terminal=f"nsysmoe: {source_text(a)}"),
         Caption((("window", window_text(a), False), ("rules", a.rules_source, True)), FORMULA),
         gpu_table(a),
-        Lines(tuple(wall_lines(a)), hanging=True),
     ]
+    if not a.channel_totals.is_empty():
+        blocks.append(channel_table(a))
+    if table_lines := on_the_table_lines(a):
+        blocks.append(Lines(tuple(table_lines)))
+    blocks.append(Lines(tuple(wall_lines(a)), hanging=True))
+    if idle := idle_lines(a):
+        blocks.append(Lines(tuple(idle)))
     graphs = graph_lines(a.graphs, a.totals.active_ns)
     if graphs:
         blocks.append(Lines(tuple(graphs)))
     blocks += [Details("Kernel classes", (class_table(a),)), *optional_tables(a)]
     if a.graphs.present:
         blocks.append(Details("CUDA graphs", (graph_table(a),)))
+    if len(a.gpus) > 1 and not a.channels.is_empty():
+        blocks.append(Details("Communication by channel, per GPU", (channel_gpu_table(a),)))
     if notes(a):
         blocks.append(Lines(tuple(notes(a)), style="notes"))
     return Document(tuple(blocks))
@@ -41,6 +49,68 @@ def gpu_table(a: TraceAnalysis) -> Table:
     )  # fmt: skip
     return Table("Communication hidden by compute, per GPU", header, rows,
                  (False,) + (True,) * (len(header) - 1))  # fmt: skip
+
+
+CHANNEL_HEADER = ("kernels", "comm ms", "hidden ms", "exposed ms", "hidden %", "exposed-only ms",
+                  "comm∩GEMM/attn ms")  # fmt: skip
+
+
+def _channel_cells(r: dict) -> tuple[str, ...]:
+    return (count(r["count"]), ms(r["comm_ns"]), ms(r["hidden_ns"]), ms(r["exposed_ns"]),
+            pct(r["hidden_pct"]), ms(r["exposed_only_ns"]), ms(r["comm_gemm_attn_ns"]))  # fmt: skip
+
+
+def channel_table(a: TraceAnalysis) -> Table:
+    """Per channel, all GPUs together: which communication was hidden and which was not."""
+    scope = "all GPUs" if len(a.gpus) > 1 else "the GPU"
+    rows = tuple((r["channel"], *_channel_cells(r)) for r in a.channel_totals.iter_rows(named=True))
+    return Table(f"Communication by channel ({scope}; exposed-only = exposed time no other "
+                 "channel shares)", ("channel", *CHANNEL_HEADER), rows,
+                 (False,) + (True,) * len(CHANNEL_HEADER))  # fmt: skip
+
+
+def channel_gpu_table(a: TraceAnalysis) -> Table:
+    labels = {(r["pid"], r["device"]): gpu_label(r) for r in a.gpus.iter_rows(named=True)}
+    rows = tuple((labels.get((r["pid"], r["device"]), ""), r["channel"], *_channel_cells(r))
+                 for r in a.channels.iter_rows(named=True))  # fmt: skip
+    return Table("Communication by channel, per GPU", ("GPU", "channel", *CHANNEL_HEADER), rows,
+                 (False, False) + (True,) * len(CHANNEL_HEADER))  # fmt: skip
+
+
+def on_the_table_lines(a: TraceAnalysis) -> list[str]:
+    """What hiding each channel's exposed time could give: an upper bound, said as one."""
+    t = a.channel_totals
+    if t.is_empty() or a.iterations.is_empty() or "median_step_if_hidden_ns" not in t.columns:
+        return []
+    step = int(a.iterations["step_ns"].median())
+    parts = [f"{r['channel']} ≥ {ms(r['median_step_if_hidden_ns'])} ms"
+             for r in t.sort("exposed_only_ns", descending=True).iter_rows(named=True)
+             if r["exposed_only_ns"] and r["median_step_if_hidden_ns"] is not None]  # fmt: skip
+    if not parts:
+        return []
+    return [f"Still on the table: median step {ms(step)} ms; with every exposed-only ns of one "
+            f"channel hidden it would be at best: {'; '.join(parts)} (an upper bound on the "
+            "gain: work that waits for the data may still wait)"]  # fmt: skip
+
+
+def idle_lines(a: TraceAnalysis) -> list[str]:
+    """GPU idle split by cause, and the largest gap with what the CPU thread was doing."""
+    g = a.gpus
+    if "idle_host_ns" not in g.columns or int(g["idle_ns"].sum()) == 0:
+        return []
+    idle = int(g["idle_ns"].sum())
+    parts = {k: int(g[f"idle_{k}_ns"].sum()) for k in ("host", "dependency", "other")}
+    share = {k: f"{ms(v)} ms ({pct(100.0 * v / idle)})" for k, v in parts.items()}
+    line = (f"GPU idle {ms(idle)} ms: host-bound {share['host']} (the launch came after the GPU "
+            f"went idle), dependency {share['dependency']} (queued, waiting on a sync, event or "
+            f"peer), other {share['other']}")  # fmt: skip
+    lines = [line]
+    if not a.idle_gaps.is_empty():
+        top = a.idle_gaps.sort("gap_ns", descending=True).row(0, named=True)
+        where = f", CPU thread in NVTX range {top['nvtx']!r}" if top["nvtx"] else ""
+        lines.append(f"largest idle gap: {ms(top['gap_ns'])} ms at {top['start_ns']:,} ns "
+                     f"({top['kind']}{where})")  # fmt: skip
+    return lines
 
 
 def graph_table(a: TraceAnalysis) -> Table:
