@@ -175,6 +175,7 @@ class Scope:
     last: int | None = None
     numbers: tuple[int, ...] | None = None
     raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
+    phase: str | None = None  # more NVTX ranges to measure as step phases (``--phase REGEX``)
 
 
 WHOLE = Scope()

@@ -25,6 +25,7 @@ from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
+from nsysmoe.measure.phases import phase_pattern, phase_tables, phase_totals
 from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
 from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
 from nsysmoe.results import Steps, TraceAnalysis, WallVerdict
@@ -94,6 +95,8 @@ def analyze_trace(
     iterations = iteration_table(kernels, trace.memops, steps, kept)
     step_channels = _step_channels(kernels, steps, kept, iterations)
     idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations)
+    phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
+                                  phase_pattern(scope.phase))  # fmt: skip
     iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
     return TraceAnalysis(
         path=trace.path,
@@ -118,6 +121,9 @@ def analyze_trace(
         channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
         idle_gaps=largest_gaps(window.select(ops), trace.nvtx),
+        phases=phases,
+        phase_totals=phase_totals(phases),
+        layers=layers,
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,

@@ -57,6 +57,7 @@ class Request:
     step_range: str | None = None
     whole_trace: bool = False
     raw_nvtx: bool = False
+    phase: str | None = None
     executor: Executor = Executor()
     cache_dir: Path | None = None
     fmt: Format = "terminal"
@@ -75,7 +76,7 @@ class Request:
     @property
     def scope(self) -> Scope:
         scope = make_scope(self.window, self.skip, self.step_range, self.ab)
-        return replace(scope, raw_nvtx=self.raw_nvtx)
+        return replace(scope, raw_nvtx=self.raw_nvtx, phase=self.phase)
 
 
 @dataclass(frozen=True)

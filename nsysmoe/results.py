@@ -186,6 +186,9 @@ class TraceAnalysis:
     channel_totals: pl.DataFrame  # per channel, all GPUs summed
     iteration_channels: pl.DataFrame  # per (step, channel), all GPUs, with on-the-table figures
     idle_gaps: pl.DataFrame  # per GPU, the largest idle gaps (nsysmoe.measure.idle.GAP_SCHEMA)
+    phases: pl.DataFrame  # per (pid, device, phase): nsysmoe.measure.phases.PHASE_SCHEMA
+    phase_totals: pl.DataFrame  # per phase, all GPUs summed
+    layers: pl.DataFrame  # per (pid, device, layer) where phase names give layers
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -205,6 +208,9 @@ class TraceAnalysis:
             }
             of_gpu = (pl.col("pid") == row["pid"]) & (pl.col("device") == row["device"])
             row["channels"] = _by_channel(self.channels.filter(of_gpu), ("pid", "device"))
+            row["phases"] = {r.pop("phase"): r for r in
+                             self.phases.filter(of_gpu).drop("pid", "device").to_dicts()}
+            row["layers"] = self.layers.filter(of_gpu).drop("pid", "device").to_dicts()
             gaps = self.idle_gaps.filter(of_gpu).drop("pid", "device")
             row["largest_idle_gaps"] = gaps.to_dicts()
             row["wall"] = wall.to_dict()
@@ -230,6 +236,7 @@ class TraceAnalysis:
             "rules": self.rules_source,
             "gpus": gpus,
             "channels": _by_channel(self.channel_totals, ()),
+            "phases": {r.pop("phase"): r for r in self.phase_totals.to_dicts()},
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
             "wall": self.wall.to_dict(),

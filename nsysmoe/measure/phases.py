@@ -1,0 +1,170 @@
+"""Communication per step phase: for the NVTX ranges that structure a step (forward/backward,
+layers, Megatron's EP-overlap schedule, HybridEP's ``… in hybrid-ep``, any ``--phase REGEX``),
+the communication each launched, and how much of it compute hid.
+
+A communication kernel belongs to a phase when its launching CUDA API call lies inside a range of
+that name on the same thread (:mod:`nsysmoe.enclosing`, as NVTX projection does); nested phases
+each get it. Per GPU and phase name, over the window, with C_p = the communication kernels the
+phase's ranges launched and K = every compute kernel of the GPU (launched anywhere):
+
+* ``count``: those kernels; ``instances``: range instances that launched any
+* ``comm_ns`` = |⋃C_p|, ``hidden_ns`` = |⋃C_p ∩ ⋃K|, ``exposed_ns``, ``hidden_pct``,
+  ``comm_gemm_attn_ns`` — the definitions of :mod:`nsysmoe.measure.channels`, with the phase
+  in the place of the channel (one sweep; a kernel in two phases is counted in each)
+
+Ranges whose name gives a layer number (``layer_3f``, ``decoder.layers.3``) also add up per layer;
+a range naming two (``layer_0f-layer_2b``: Megatron's overlapped forward/backward pair) counts
+for both, since its name cannot say which of the two launched what.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsysmoe.enclosing import enclosing_pairs
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.measure.channels import METRICS, channel_table
+from nsysmoe.measure.nvtx import display_name
+from nsysmoe.measure.overlap import COMM
+from nsysmoe.model import WHOLE_TRACE, Window
+
+#: Megatron-Core's EP A2A overlap schedule (``--overlap-moe-expert-parallel-comm``)
+OVERLAP_SCHEDULE = (
+    r"^(?:pre_dispatch_computation|moe_dispatch|mlp|moe_combine|mtp_post_process|attn|post_attn)"
+    r" (?:forward|backward|wgrad)$|^layer_\d+[fb](?:-layer_\d+[fb])?$|^delayed_expert_wgrad$"
+    r"|^\w+ wgrad$"
+)
+#: The ranges measured by default: the schedule above, HybridEP's executor, forward/backward
+#: steps, token dispatch/combine, and layer ranges.
+DEFAULT_PHASES = (
+    OVERLAP_SCHEDULE
+    + r"| in hybrid-ep$"
+    + r"|^(?i:forward|backward)(?:[-_ ](?i:backward|step|compute|pass))?$"
+    + r"|^token_(?:dispatch|combine)\b"
+    + r"|(?i:\blayers?[_. ]?\d+\b)"
+)
+LAYER = r"(?i)\blayers?[_. ]?(\d+)"
+PHASE_METRICS = tuple(m for m in METRICS if m != "exposed_only_ns")
+PHASE_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "device": pl.Int64, "phase": pl.String, "instances": pl.Int64,
+    "count": pl.Int64, "comm_ns": pl.Int64, "hidden_ns": pl.Int64, "exposed_ns": pl.Int64,
+    "hidden_pct": pl.Float64, "comm_gemm_attn_ns": pl.Int64,
+}  # fmt: skip
+LAYER_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "device": pl.Int64, "layer": pl.Int64, "count": pl.Int64,
+    "comm_ns": pl.Int64, "hidden_ns": pl.Int64, "exposed_ns": pl.Int64,
+    "hidden_pct": pl.Float64, "comm_gemm_attn_ns": pl.Int64,
+}  # fmt: skip
+
+
+def phase_totals(phases: pl.DataFrame) -> pl.DataFrame:
+    """All GPUs together per phase (sums; hidden % of the sums), busiest first."""
+    cols = ["instances", "count", "comm_ns", "hidden_ns", "comm_gemm_attn_ns"]
+    schema = {k: v for k, v in PHASE_SCHEMA.items() if k not in ("pid", "device")}
+    if phases.is_empty():
+        return pl.DataFrame(schema=schema)
+    hidden, comm = pl.col("hidden_ns"), pl.col("comm_ns")
+    return (
+        phases.group_by("phase").agg(pl.col(*cols).sum())
+        .with_columns((comm - hidden).alias("exposed_ns"),
+                      pl.when(comm > 0).then(100.0 * hidden / comm).alias("hidden_pct"))
+        .sort(["comm_ns", "phase"], descending=[True, False])
+        .select(list(schema)).cast(schema)
+    )  # fmt: skip
+
+
+def phase_pattern(extra: str | None = None) -> str:
+    """The default phase ranges, plus ``--phase REGEX`` (checked here: a bad one is an error)."""
+    if not extra:
+        return DEFAULT_PHASES
+    try:
+        pl.Series([""]).str.contains(extra)
+    except pl.exceptions.PolarsError as exc:
+        reason = " ".join(str(exc).split())
+        raise NsysmoeError(f"bad --phase pattern {extra!r}: {reason}") from None
+    return f"{DEFAULT_PHASES}|(?:{extra})"
+
+
+def memberships(
+    kernels: pl.DataFrame, runtime: pl.DataFrame, nvtx: pl.DataFrame, pattern: str
+) -> pl.DataFrame:
+    """(row, range_id, phase): each communication kernel (``row`` = its index in ``kernels``)
+    and every phase range whose name matches ``pattern`` that encloses its launching call."""
+    schema = {"row": pl.UInt32, "range_id": pl.UInt32, "phase": pl.String}
+    ranges = (
+        nvtx.with_columns(display_name().alias("phase"))
+        .filter(~pl.col("cross_thread").fill_null(False), pl.col("name").str.contains(pattern))
+        .select("tid", "start", "end", "phase")
+        .with_row_index("range_id")
+    )
+    comm = kernels.with_row_index("row").filter(pl.col("class") == COMM)
+    calls = comm.select("row", "pid", "corr_id").join(
+        runtime.select("pid", "corr_id", "tid", "start", "end"), on=["pid", "corr_id"]
+    ).with_row_index("call_id")  # fmt: skip
+    if ranges.is_empty() or calls.is_empty():
+        return pl.DataFrame(schema=schema)
+    pairs = enclosing_pairs(ranges.select("range_id", "tid", "start", "end"), calls)
+    out = pairs.join(calls.select("call_id", "row"), on="call_id").join(
+        ranges.select("range_id", "phase"), on="range_id"
+    )  # fmt: skip
+    return out.select("row", "range_id", "phase").unique().cast(schema)
+
+
+def _labelled(kernels: pl.DataFrame, members: pl.DataFrame, label: pl.Expr) -> pl.DataFrame:
+    """Compute kernels as they are, and each (communication kernel, label) once as a comm row
+    whose ``channel`` is the label: the channel sweep then measures per label."""
+    comm = (
+        kernels.with_row_index("row")
+        .join(members.with_columns(label.alias("label")).select("row", "label").unique(),
+              on="row")  # fmt: skip
+        .with_columns(pl.col("label").alias("channel"))
+        .drop("row", "label")
+    )
+    compute = kernels.filter(pl.col("class") != COMM)
+    return pl.concat([compute, comm], how="diagonal_relaxed")
+
+
+def phase_tables(
+    kernels: pl.DataFrame,
+    runtime: pl.DataFrame,
+    nvtx: pl.DataFrame,
+    window: Window | None = None,
+    pattern: str = DEFAULT_PHASES,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per (GPU, phase) (:data:`PHASE_SCHEMA`) and per (GPU, layer) (:data:`LAYER_SCHEMA`)
+    communication over ``window``; ``kernels`` must carry ``class``."""
+    window = window or WHOLE_TRACE
+    if window.bounded:  # membership comes from the launch, the time from the window
+        lo, hi = window.bounds()
+        kernels = kernels.filter(
+            ((pl.col("end") > lo) | (pl.col("start") >= lo)) & (pl.col("start") < hi)
+        )
+    members = memberships(kernels, runtime, nvtx, pattern)
+    if members.is_empty():
+        return pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
+    cols = ["pid", "device", "start", "end", "class"]
+    k = kernels.select(cols)
+    phases = channel_table(_labelled(k, members, pl.col("phase")), window).rename(
+        {"channel": "phase"})  # fmt: skip
+    gpu_of = k.with_row_index("row").select("row", "pid", "device")
+    instances = (members.join(gpu_of, on="row").group_by("pid", "device", "phase")
+                 .agg(pl.col("range_id").n_unique().alias("instances")))  # fmt: skip
+    phases = phases.join(instances, on=["pid", "device", "phase"], how="left",
+                         maintain_order="left")  # fmt: skip
+    layered = (
+        members.with_columns(pl.col("phase").str.extract_all(LAYER).alias("layer"))
+        .explode("layer")
+        .with_columns(pl.col("layer").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False))
+        .filter(pl.col("layer").is_not_null())
+        .unique(["row", "layer"])
+    )
+    if layered.is_empty():
+        layers = pl.DataFrame(schema=LAYER_SCHEMA)
+    else:
+        layers = channel_table(_labelled(k, layered, pl.col("layer").cast(pl.String)), window)
+        layers = layers.with_columns(pl.col("channel").cast(pl.Int64).alias("layer")).sort(
+            "pid", "device", "layer")  # fmt: skip
+    order = [pl.col("comm_ns"), pl.col("phase")]
+    phases = phases.sort(["pid", "device", *order], descending=[False, False, True, False])
+    return (phases.select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA),
+            layers.select(list(LAYER_SCHEMA)).cast(LAYER_SCHEMA))  # fmt: skip
