@@ -25,7 +25,7 @@ from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
-from nsysmoe.measure.phases import phase_pattern, phase_tables, phase_totals
+from nsysmoe.measure.phases import layer_totals, phase_pattern, phase_tables, phase_totals
 from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
 from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
 from nsysmoe.results import Steps, TraceAnalysis, WallVerdict
@@ -124,6 +124,7 @@ def analyze_trace(
         phases=phases,
         phase_totals=phase_totals(phases),
         layers=layers,
+        layer_totals=layer_totals(layers),
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,

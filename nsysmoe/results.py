@@ -189,6 +189,7 @@ class TraceAnalysis:
     phases: pl.DataFrame  # per (pid, device, phase): nsysmoe.measure.phases.PHASE_SCHEMA
     phase_totals: pl.DataFrame  # per phase, all GPUs summed
     layers: pl.DataFrame  # per (pid, device, layer) where phase names give layers
+    layer_totals: pl.DataFrame  # per layer, all GPUs summed
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -237,6 +238,7 @@ class TraceAnalysis:
             "gpus": gpus,
             "channels": _by_channel(self.channel_totals, ()),
             "phases": {r.pop("phase"): r for r in self.phase_totals.to_dicts()},
+            "layers": self.layer_totals.to_dicts(),
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
             "wall": self.wall.to_dict(),

@@ -73,6 +73,19 @@ def phase_totals(phases: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
+def layer_totals(layers: pl.DataFrame) -> pl.DataFrame:
+    """All GPUs together per layer (sums; hidden % of the sums), in layer order."""
+    schema = {k: v for k, v in LAYER_SCHEMA.items() if k not in ("pid", "device")}
+    hidden, comm = pl.col("hidden_ns"), pl.col("comm_ns")
+    return (
+        layers.group_by("layer").agg(pl.col("count", "comm_ns", "hidden_ns",
+                                            "comm_gemm_attn_ns").sum())
+        .with_columns((comm - hidden).alias("exposed_ns"),
+                      pl.when(comm > 0).then(100.0 * hidden / comm).alias("hidden_pct"))
+        .sort("layer").select(list(schema)).cast(schema)
+    )  # fmt: skip
+
+
 def phase_pattern(extra: str | None = None) -> str:
     """The default phase ranges, plus ``--phase REGEX`` (checked here: a bad one is an error)."""
     if not extra:

@@ -28,6 +28,9 @@ def document(a: TraceAnalysis) -> Document:
     graphs = graph_lines(a.graphs, a.totals.active_ns)
     if graphs:
         blocks.append(Lines(tuple(graphs)))
+    if not a.phase_totals.is_empty():
+        phase_blocks = [phase_table(a)] + ([layer_table(a)] if not a.layers.is_empty() else [])
+        blocks.append(Details("Communication by step phase", tuple(phase_blocks)))
     blocks += [Details("Kernel classes", (class_table(a),)), *optional_tables(a)]
     if a.graphs.present:
         blocks.append(Details("CUDA graphs", (graph_table(a),)))
@@ -75,6 +78,34 @@ def channel_gpu_table(a: TraceAnalysis) -> Table:
                  for r in a.channels.iter_rows(named=True))  # fmt: skip
     return Table("Communication by channel, per GPU", ("GPU", "channel", *CHANNEL_HEADER), rows,
                  (False, False) + (True,) * len(CHANNEL_HEADER))  # fmt: skip
+
+
+TOP_PHASES = 12
+
+
+def phase_table(a: TraceAnalysis, top: int = TOP_PHASES) -> Table:
+    header = ("phase (NVTX range)", "ranges", "comm kernels", "comm ms", "hidden ms",
+              "exposed ms", "hidden %")  # fmt: skip
+    t = a.phase_totals
+    rows = tuple(
+        (r["phase"], count(r["instances"]), count(r["count"]), ms(r["comm_ns"]),
+         ms(r["hidden_ns"]), ms(r["exposed_ns"]), pct(r["hidden_pct"]))
+        for r in t.head(top).iter_rows(named=True)
+    )  # fmt: skip
+    more = f" (top {top} of {len(t)}; --format json lists all, per GPU)" if len(t) > top else ""
+    return Table("Communication each step phase launched, hidden by any compute (all GPUs)"
+                 + more, header, rows, (False,) + (True,) * 6)  # fmt: skip
+
+
+def layer_table(a: TraceAnalysis) -> Table:
+    header = ("layer", "comm kernels", "comm ms", "hidden ms", "exposed ms", "hidden %")
+    rows = tuple(
+        (str(r["layer"]), count(r["count"]), ms(r["comm_ns"]), ms(r["hidden_ns"]),
+         ms(r["exposed_ns"]), pct(r["hidden_pct"]))
+        for r in a.layer_totals.iter_rows(named=True)
+    )  # fmt: skip
+    return Table("Per layer (ranges naming the layer; a range naming two counts for both)",
+                 header, rows, (False,) + (True,) * 5)  # fmt: skip
 
 
 def on_the_table_lines(a: TraceAnalysis) -> list[str]:
