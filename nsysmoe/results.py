@@ -362,6 +362,24 @@ class Contract:
 
 
 @dataclass(frozen=True)
+class StepChange:
+    """What the step-time change of an A/B is made of, per iteration and per GPU (ns): the
+    change in exposed communication, and beside it the change in GEMM + attention kernel time
+    (compute inflation: hidden communication shares SMs). ``explained_pct`` = 100 · −Δexposed /
+    −Δstep: the share of the step-time change the exposed-communication change accounts for
+    (over 100 %: inflation or other time ate part of the gain)."""
+
+    step_delta_ns: float | None
+    exposed_delta_ns: float | None
+    compute_delta_ns: float | None
+    explained_pct: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"step_delta_ns": self.step_delta_ns, "exposed_delta_ns": self.exposed_delta_ns,
+                "compute_delta_ns": self.compute_delta_ns, "explained_pct": self.explained_pct}
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A/B of two traces: the metric rows, verdicts, contract, per-GPU pairs and top changes."""
 
@@ -373,6 +391,7 @@ class Comparison:
     per_gpu: pl.DataFrame
     kernel_changes: pl.DataFrame
     nvtx_changes: pl.DataFrame
+    step_change: StepChange = StepChange(None, None, None, None)
 
     def to_polars(self) -> pl.DataFrame:
         """The side-by-side metric table: key, label, unit, off, on, delta, delta_pct."""
@@ -395,6 +414,7 @@ class Comparison:
             "per_gpu": self.per_gpu.to_dicts(),
             "kernel_changes": self.kernel_changes.to_dicts(),
             "nvtx_changes": self.nvtx_changes.to_dicts(),
+            "step_change": self.step_change.to_dict(),
         }
 
 

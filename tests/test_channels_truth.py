@@ -136,3 +136,19 @@ def test_real_traces_channels_are_consistent(traces: Path, path: Path) -> None:
 def test_deepseek_trace_shows_dispatch_combine_and_notify_apart(traces: Path) -> None:
     result = analyze(traces / "kineto/deepseek-v3-ep64-train/rank0.json.gz")
     assert {"ep.dispatch", "ep.combine", "ep.sync"} <= set(result.channel_totals["channel"])
+
+
+def test_ab_step_change_is_made_of_exposed_comm_and_compute() -> None:
+    """The A/B's step-time explanation from the fixture truth of the steady window (1–7)."""
+    from tests.test_pipeline import window_truth
+
+    off, on = (json.loads((EXAMPLES_TRUTH_DIR / f"{p.stem}.truth.json").read_text())
+               for p in example_paths())  # fmt: skip
+    a, b = window_truth(off, range(1, 8)), window_truth(on, range(1, 8))
+    sc = compare(*example_paths()).step_change
+    assert sc.step_delta_ns == b["step_time_ns"] - a["step_time_ns"]
+    assert sc.exposed_delta_ns == pytest.approx((b["exposed_ns"] - a["exposed_ns"]) / 7)
+    compute = {k: (w["gemm_sum_ns"] + w["attention_sum_ns"]) / 7 for k, w in (("a", a), ("b", b))}
+    assert sc.compute_delta_ns == pytest.approx(compute["b"] - compute["a"])
+    assert sc.explained_pct == pytest.approx(100 * sc.exposed_delta_ns / sc.step_delta_ns)
+    assert "of the step-time change" in render(compare(*example_paths()), "terminal")

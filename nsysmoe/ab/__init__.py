@@ -10,7 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from nsysmoe.ab.contract import check_contract
-from nsysmoe.ab.metrics import per_gpu_rows, summary_rows, top_kernel_changes, top_nvtx_changes
+from nsysmoe.ab.metrics import (
+    per_gpu_rows,
+    step_change,
+    summary_rows,
+    top_kernel_changes,
+    top_nvtx_changes,
+)
 from nsysmoe.ab.side import measure_side
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
 from nsysmoe.measure.steps import auto_skip
@@ -51,4 +57,5 @@ def compare(off: TraceAnalysis, on: TraceAnalysis) -> Comparison:
         per_gpu=per_gpu_rows(a, b),
         kernel_changes=top_kernel_changes(a, b),
         nvtx_changes=top_nvtx_changes(a, b),
+        step_change=step_change(a, b),
     )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
 from nsysmoe.ab.side import MOE_PHASE_PATTERN
-from nsysmoe.results import MetricRow, Side
+from nsysmoe.results import MetricRow, Side, StepChange
 
 #: short ``--fail-if`` names for common values
 ALIASES = {
@@ -102,6 +102,29 @@ def channel_rows(off: Side, on: Side) -> list[MetricRow]:
                                   ra[metric] if ra else None, rb[metric] if rb else None,
                                   better))  # fmt: skip
     return rows
+
+
+def _per_step_gpu(side: Side, ns: int | None) -> float | None:
+    n = len(side.analysis.iterations) * len(side.analysis.gpus)
+    return None if ns is None or not n else ns / n
+
+
+def step_change(off: Side, on: Side) -> StepChange:
+    """The step-time change beside the exposed-communication and compute changes, per
+    iteration and GPU (:class:`~nsysmoe.results.StepChange`)."""
+    a, b = median_step_ns(off), median_step_ns(on)
+    step = None if a is None or b is None else float(b - a)
+
+    def delta(of: Callable[[Side], int | None]) -> float | None:
+        x, y = _per_step_gpu(off, of(off)), _per_step_gpu(on, of(on))
+        return None if x is None or y is None else y - x
+
+    def compute(side: Side) -> int:
+        return sum(int(_compute(side, k, "sum_ns") or 0) for k in ("gemm", "attention"))
+
+    exposed = delta(lambda s: s.analysis.totals.exposed_ns)
+    explained = 100.0 * exposed / step if step and exposed is not None else None
+    return StepChange(step, exposed, delta(compute), explained)
 
 
 def graph_rows(off: Side, on: Side) -> list[MetricRow]:

@@ -62,6 +62,24 @@ def verdict_lines(c: Comparison) -> list[str]:
     return out
 
 
+def step_change_lines(c: Comparison) -> list[str]:
+    """What the step-time change is made of, and each side's wall."""
+    sc, out = c.step_change, []
+    if sc.step_delta_ns is not None and sc.exposed_delta_ns is not None:
+        line = (f"Step time {sc.step_delta_ns / 1e6:+,.3f} ms per iteration; exposed "
+                f"communication {sc.exposed_delta_ns / 1e6:+,.3f} ms per iteration per GPU")
+        if sc.explained_pct is not None:
+            line += f" ({sc.explained_pct:.0f} % of the step-time change)"
+        if sc.compute_delta_ns is not None:
+            line += (f"; beside it GEMM + attention kernels {sc.compute_delta_ns / 1e6:+,.3f} ms "
+                     "per iteration per GPU (compute inflation: hidden communication shares SMs)")
+        out.append(line)
+    wa, wb = c.off.analysis.wall, c.on.analysis.wall
+    change = "unchanged" if wa.wall == wb.wall else "changed"
+    out.append(f"Dominant wall {change}: off {wa.wall} ({wa.reason}); on {wb.wall} ({wb.reason})")
+    return out
+
+
 def per_gpu_table(c: Comparison) -> Table:
     """GPUs paired by position (pids differ between runs)."""
     rows = tuple(
@@ -109,6 +127,7 @@ def document(c: Comparison) -> Document:
         Lines(head),
         metric_table(c.rows, c.verdicts),
         Lines(tuple(verdict_lines(c))),
+        Lines(tuple(step_change_lines(c))),
         contract_table(c),
     ]
     if not c.contract.matched:
