@@ -19,6 +19,7 @@ from nsysmoe.measure.channels import (
     with_shares,
     with_step_bounds,
 )
+from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.graphs import graph_summary
 from nsysmoe.measure.idle import idle_per_iteration, idle_split_per_gpu, largest_gaps, launch_starts
 from nsysmoe.measure.iterations import iteration_table
@@ -89,9 +90,19 @@ def analyze_trace(
         .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
         .join(split, on=["pid", "device"], how="left", maintain_order="left")
     )
-    gpu_walls = tuple(_gpu_wall(trace, row) for row in gpus.iter_rows(named=True))
-    total = totals(gpus)
     channels = channel_table(kernels, window)
+    in_window = window.select(kernels)
+    dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"])
+
+    def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
+        mine = channels if pid is None else channels.filter(pl.col("pid") == pid)
+        share = idle_host_ns / idle_ns if idle_ns else None
+        return walls.Context(dispatcher, frozenset(mine["channel"]), share, trace.source_format)
+
+    gpu_walls = tuple(_gpu_wall(trace, row, context(row["idle_host_ns"] or 0, row["idle_ns"],
+                                                    row["pid"]))
+                      for row in gpus.iter_rows(named=True))  # fmt: skip
+    total = totals(gpus)
     iterations = iteration_table(kernels, trace.memops, steps, kept)
     step_channels = _step_channels(kernels, steps, kept, iterations)
     idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations)
@@ -114,7 +125,8 @@ def analyze_trace(
         iterations=iterations,
         step_timeline=steps.timeline,
         gpu_walls=gpu_walls,
-        wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls),
+        wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls,
+                                 context(int(gpus["idle_host_ns"].sum()), total.idle_ns)),
         totals=total,
         graphs=graphs,
         channels=with_shares(channels, gpus),
@@ -155,10 +167,10 @@ def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:
     return (note,)
 
 
-def _gpu_wall(trace: Trace, row: dict) -> WallVerdict:
+def _gpu_wall(trace: Trace, row: dict, ctx: walls.Context) -> WallVerdict:
     key = (pl.col("pid") == row["pid"]) & (pl.col("device") == row["device"])
     info = trace.gpus.filter(key)
     total = info["total_memory_bytes"][0] if len(info) else None
     names = trace.nvtx.filter(pl.col("pid") == row["pid"])["name"]
-    mem = walls.memory_evidence(trace.memory_events.filter(key), total, names)
-    return walls.verdict(row["span_ns"], row["idle_ns"], row["exposed_ns"], mem)
+    mem = walls.memory_evidence(trace.memory_events.filter(key), total, names, trace.source_format)
+    return walls.verdict(row["span_ns"], row["idle_ns"], row["exposed_ns"], mem, ctx)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.kernels import compute_kernel_stats, names_in_window
 from nsysmoe.measure.nvtx import NVTX_NOISE, display_name
 from nsysmoe.measure.projection import project_nvtx, projected_totals
-from nsysmoe.results import Dispatcher, Side, TraceAnalysis
+from nsysmoe.results import Side, TraceAnalysis
 
 #: NVTX ranges that carry MoE dispatch/combine phases (HybridEP executor, Megatron EP-overlap
 #: schedule) or NCCL calls; their totals are compared row by row.
@@ -17,17 +18,6 @@ MOE_PHASE_PATTERN = (
     r"(?i)in hybrid-ep$|^moe_(?:dispatch|combine)\b|dispatch|combine|^NCCL:"
     r"|^nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Send|Recv|Group\w+|AlltoAll)$"
 )  # the last line: NCCL ranges without their domain (Kineto traces have no NVTX domains)
-
-
-def dispatcher_of(subclasses: set[str], names: pl.Series) -> Dispatcher:
-    """The MoE token dispatcher the kernel names reveal (docs/domain.md, dispatcher table)."""
-    if any(s.startswith("hybridep") for s in subclasses):
-        return "HybridEP"
-    if any(s.startswith("deepep") for s in subclasses):
-        return "DeepEP"
-    if bool(names.str.contains("SendRecv").any()):
-        return "alltoall (NCCL SendRecv)"
-    return "none detected"
 
 
 def measure_side(label: str, analysis: TraceAnalysis) -> Side:

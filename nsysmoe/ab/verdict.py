@@ -55,7 +55,7 @@ def judge(row: MetricRow, noise: tuple[float, str]) -> Verdict:
 
 
 _COND = re.compile(
-    r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$", re.IGNORECASE
+    r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$"
 )
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
         "==": operator.eq, "!=": operator.ne}  # fmt: skip
