@@ -467,6 +467,7 @@ class RanksAnalysis:
     spread: pl.DataFrame
     stragglers: Stragglers
     graphs: Graphs  # every rank's CUDA graphs together
+    channel_totals: pl.DataFrame  # per communication channel, every rank's GPUs summed
 
     def to_polars(self) -> pl.DataFrame:
         """The per-rank table."""
@@ -477,6 +478,7 @@ class RanksAnalysis:
             "ranks": self.ranks.to_dicts(),
             "spread": self.spread.to_dicts(),
             "stragglers": self.stragglers.to_dict(),
+            "channels": _by_channel(self.channel_totals, ()),
             "graphs": self.graphs.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
             "traces": [a.to_dict() for a in self.analyses],
@@ -572,7 +574,18 @@ class KernelSummary:
 
 @dataclass(frozen=True)
 class GpuLanes:
-    """One GPU's exact interval unions inside a timeline's interval, per lane."""
+    """One GPU's exact interval unions inside a timeline's interval, per lane; ``channels`` are
+    the communication lanes per channel (report order), ``graph`` the whole CUDA-graph rows of
+    unknown contents (compute, but not in ``other_compute``)."""
+
+    @dataclass(frozen=True)
+    class Channel:
+        """One channel lane: exposed = ⋃C_x − ⋃compute, hidden = ⋃C_x ∩ ⋃compute (disjoint).
+        ``names`` is one channel, or more when a GPU's smallest channels share one lane."""
+
+        names: tuple[str, ...]
+        exposed: IntervalSet
+        hidden: IntervalSet
 
     pid: int
     device: int
@@ -585,6 +598,8 @@ class GpuLanes:
     copies: IntervalSet
     idle: IntervalSet
     hidden_pct: float | None  # of this GPU's communication in the interval
+    graph: IntervalSet = field(default_factory=IntervalSet.empty)
+    channels: tuple[GpuLanes.Channel, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -600,3 +615,4 @@ class Timeline:
     gpus: tuple[GpuLanes, ...]
     n_gpus: int
     hidden_pct: float | None
+    max_channel_lanes: int = 0  # per GPU; more channels than this share its last lane
