@@ -13,7 +13,7 @@ import polars as pl
 
 from nsysmoe.ab.metrics import CHANNEL_METRIC_ROWS, flat_values
 from nsysmoe.ab.verdict import Condition, failing, parse_condition
-from nsysmoe.measure.channels import CHANNEL_ORDER, CHANNEL_SCHEMA, channel_totals
+from nsysmoe.measure.channels import CHANNEL_ORDER
 from nsysmoe.measure.overlap import hidden_pct
 from nsysmoe.results import Comparison, Graphs, RanksAnalysis, RanksComparison, TraceAnalysis
 
@@ -79,8 +79,7 @@ values.register(TraceAnalysis,
                 | _channel_values(a.channel_totals))
 values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_values(
     run.graphs, sum(a.totals.active_ns for a in run.analyses)) | _channel_values(
-    channel_totals(pl.concat([a.channels.select(list(CHANNEL_SCHEMA)) for a in run.analyses])
-                   if run.analyses else pl.DataFrame(schema=CHANNEL_SCHEMA))))
+    run.channel_totals))
 values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe.measure.channels import CHANNEL_SCHEMA, channel_totals
 from nsysmoe.measure.graphs import combined
 from nsysmoe.results import (
     Failure,
@@ -76,11 +77,13 @@ def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
     failures = tuple(r for r in results if isinstance(r, Failure))
     if not analyses:
         return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), Stragglers(),
-                             combined(()))  # fmt: skip
+                             combined(()), channel_totals(pl.DataFrame()))  # fmt: skip
     ranks = rank_table(analyses)
     table = spread(ranks)
     graphs = combined([a.graphs for a in analyses])
-    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs)
+    channels = channel_totals(pl.concat([a.channels.select(list(CHANNEL_SCHEMA))
+                                         for a in analyses]))  # fmt: skip
+    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs, channels)
 
 
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:

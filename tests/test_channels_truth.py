@@ -152,3 +152,29 @@ def test_ab_step_change_is_made_of_exposed_comm_and_compute() -> None:
     assert sc.compute_delta_ns == pytest.approx(compute["b"] - compute["a"])
     assert sc.explained_pct == pytest.approx(100 * sc.exposed_delta_ns / sc.step_delta_ns)
     assert "of the step-time change" in render(compare(*example_paths()), "terminal")
+
+
+def test_many_ranks_sum_their_channels(tmp_path: Path) -> None:
+    from nsysmoe.api import analyze_many, compare_many
+
+    spec, truth = moe_step_scenario(dispatcher="hybridep", overlap=True, steps=3)
+    paths = [str(write_export(tmp_path / f"r{i}.sqlite", spec, "3.13.2")) for i in range(2)]
+    run = analyze_many(paths)
+    (g,) = truth["gpus"]
+    totals = {r["channel"]: r for r in run.channel_totals.iter_rows(named=True)}
+    for ch, t in g["channels"].items():
+        assert totals[ch]["comm_ns"] == 2 * t["comm_ns"]
+        assert totals[ch]["hidden_pct"] == pytest.approx(t["hidden_pct"])
+    assert "Communication by channel, all ranks" in render(run, "terminal")
+    doc = json.loads(render(run, "json"))
+    assert doc["channels"]["ep.dispatch"]["count"] == 2 * g["channels"]["ep.dispatch"]["count"]
+    # an A/B of runs recomputes each channel's hidden % from the summed union and exposed time
+    rc = compare_many(paths, paths)  # the steady window of each rank
+    rows = {r.key: r for r in rc.rows}
+    steps = set(rc.pairs[0].on.analysis.iterations["step"])
+    kept = [st["channels"]["ep.combine"] for st in g["steps"]
+            if int(st["name"].split()[-1]) in steps]  # fmt: skip
+    comm = 2 * sum(c["comm_ns"] for c in kept)
+    hidden = 2 * sum(c["hidden_ns"] for c in kept)
+    assert rows["ep.combine.comm_ns"].on == comm
+    assert rows["ep.combine.hidden_pct"].on == pytest.approx(100 * hidden / comm)

@@ -25,27 +25,33 @@ def _combine(key: str, unit: str, values: list[float | int | None]) -> float | i
 
 def summed_rows(pairs: tuple[Comparison, ...]) -> tuple[MetricRow, ...]:
     """Per metric: durations and counts summed over ranks, medians of the per-rank medians,
-    hidden % recomputed from the summed hidden and comm times."""
-    rows = []
-    for template in pairs[0].rows:
-        if template.key.startswith(("nvtx:", "nvtx_gpu:")):
-            continue
-        per = [p.row(template.key) for p in pairs]
-        off = _combine(template.key, template.unit, [r.off for r in per])
-        on = _combine(template.key, template.unit, [r.on for r in per])
-        rows.append(MetricRow(template.key, template.label, template.unit, off, on,
-                              template.better, template.note))  # fmt: skip
-    by_key = {r.key: r for r in rows}
-    comm, exposed = by_key["comm_ns"], by_key["exposed_ns"]
+    every hidden % (all communication, each channel) recomputed from the summed union and
+    exposed times. A row some pairs lack (a channel, CUDA graphs) counts as absent there."""
+    templates: dict[str, MetricRow] = {}
+    for p in pairs:
+        for r in p.rows:
+            if not r.key.startswith(("nvtx:", "nvtx_gpu:")):
+                templates.setdefault(r.key, r)
+    by_pair = [{r.key: r for r in p.rows} for p in pairs]
+    rows = {}
+    for key, t in templates.items():
+        per = [rows_of[key] for rows_of in by_pair if key in rows_of]
+        off = _combine(key, t.unit, [r.off for r in per])
+        on = _combine(key, t.unit, [r.on for r in per])
+        rows[key] = MetricRow(key, t.label, t.unit, off, on, t.better, t.note)
 
     def pct(c: float | None, e: float | None) -> float | None:
         return hidden_pct(c - e, c) if c and e is not None else None
 
-    by_key["hidden_pct"] = MetricRow(
-        "hidden_pct", "communication hidden by compute", "pct", pct(comm.off, exposed.off),
-        pct(comm.on, exposed.on), "higher", "Σ hidden / Σ comm over ranks",
-    )  # fmt: skip
-    return tuple(by_key[r.key] for r in rows)
+    for key, t in templates.items():
+        if t.unit == "pct" and key.endswith("hidden_pct"):
+            prefix = key.removesuffix("hidden_pct")
+            comm, exposed = rows.get(prefix + "comm_ns"), rows.get(prefix + "exposed_ns")
+            if comm is not None and exposed is not None:
+                note = "Σ hidden / Σ comm over ranks"
+                rows[key] = MetricRow(key, t.label, "pct", pct(comm.off, exposed.off),
+                                      pct(comm.on, exposed.on), t.better, note)  # fmt: skip
+    return tuple(rows.values())
 
 
 def per_rank(pairs: tuple[Comparison, ...]) -> pl.DataFrame:

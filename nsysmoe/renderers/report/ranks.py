@@ -9,6 +9,7 @@ from nsysmoe.renderers.cells import count, ms, pct
 from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.comparison import metric_table
 from nsysmoe.renderers.report.graphs import graph_lines
+from nsysmoe.renderers.report.trace import CHANNEL_HEADER, channel_cells
 from nsysmoe.results import Failure, RanksAnalysis, RanksComparison
 
 TOP_RANKS = 64
@@ -39,6 +40,13 @@ def spread_table(run: RanksAnalysis) -> Table:
     return Table("Across ranks", header, rows, (False, True, True, False, True, False))
 
 
+def channel_table(run: RanksAnalysis) -> Table:
+    totals = run.channel_totals.iter_rows(named=True)
+    rows = tuple((r["channel"], *channel_cells(r)) for r in totals)
+    return Table("Communication by channel, all ranks", ("channel", *CHANNEL_HEADER), rows,
+                 (False,) + (True,) * len(CHANNEL_HEADER))  # fmt: skip
+
+
 def straggler_lines(run: RanksAnalysis) -> list[str]:
     out = []
     if (step := run.stragglers.by_step_time) is not None:
@@ -66,6 +74,8 @@ def document(run: RanksAnalysis) -> Document:
     blocks: list[Block] = [Heading("nsysmoe: many ranks"), Lines((head,))]
     if run.analyses:
         blocks += [rank_table(run), spread_table(run), Lines(tuple(straggler_lines(run)))]
+        if not run.channel_totals.is_empty():
+            blocks.append(channel_table(run))
         active = sum(a.totals.active_ns for a in run.analyses)
         if graphs := graph_lines(run.graphs, active, "all ranks: "):
             blocks.append(Lines(tuple(graphs)))

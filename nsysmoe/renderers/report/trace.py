@@ -58,7 +58,7 @@ CHANNEL_HEADER = ("kernels", "comm ms", "hidden ms", "exposed ms", "hidden %", "
                   "comm∩GEMM/attn ms")  # fmt: skip
 
 
-def _channel_cells(r: dict) -> tuple[str, ...]:
+def channel_cells(r: dict) -> tuple[str, ...]:
     return (count(r["count"]), ms(r["comm_ns"]), ms(r["hidden_ns"]), ms(r["exposed_ns"]),
             pct(r["hidden_pct"]), ms(r["exposed_only_ns"]), ms(r["comm_gemm_attn_ns"]))  # fmt: skip
 
@@ -66,7 +66,7 @@ def _channel_cells(r: dict) -> tuple[str, ...]:
 def channel_table(a: TraceAnalysis) -> Table:
     """Per channel, all GPUs together: which communication was hidden and which was not."""
     scope = "all GPUs" if len(a.gpus) > 1 else "the GPU"
-    rows = tuple((r["channel"], *_channel_cells(r)) for r in a.channel_totals.iter_rows(named=True))
+    rows = tuple((r["channel"], *channel_cells(r)) for r in a.channel_totals.iter_rows(named=True))
     return Table(f"Communication by channel ({scope}; exposed-only = exposed time no other "
                  "channel shares)", ("channel", *CHANNEL_HEADER), rows,
                  (False,) + (True,) * len(CHANNEL_HEADER))  # fmt: skip
@@ -74,7 +74,7 @@ def channel_table(a: TraceAnalysis) -> Table:
 
 def channel_gpu_table(a: TraceAnalysis) -> Table:
     labels = {(r["pid"], r["device"]): gpu_label(r) for r in a.gpus.iter_rows(named=True)}
-    rows = tuple((labels.get((r["pid"], r["device"]), ""), r["channel"], *_channel_cells(r))
+    rows = tuple((labels.get((r["pid"], r["device"]), ""), r["channel"], *channel_cells(r))
                  for r in a.channels.iter_rows(named=True))  # fmt: skip
     return Table("Communication by channel, per GPU", ("GPU", "channel", *CHANNEL_HEADER), rows,
                  (False, False) + (True,) * len(CHANNEL_HEADER))  # fmt: skip
