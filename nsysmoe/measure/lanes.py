@@ -1,18 +1,22 @@
 """What the figures draw, measured here so the plotter only draws: per-GPU timeline lanes of one
-iteration (exact interval unions), and the A/B time breakdown whose parts add up to the span."""
+iteration (exact interval unions, communication one lane per channel), and the A/B time
+breakdown whose parts add up to the span."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from nsysmoe.classify import COMPUTE_GEMM_ATTN
+from nsysmoe.classify import COMPUTE_GEMM_ATTN, GRAPH, OTHER_CHANNEL
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
+from nsysmoe.measure.channels import CHANNEL_ORDER
 from nsysmoe.measure.overlap import COMM, hidden_pct
 from nsysmoe.model import Window
 from nsysmoe.results import GpuLanes, Timeline, Totals, TraceAnalysis
 
 MAX_GPUS = 8  # timeline rows; more GPUs make unreadable slivers (the title says how many left out)
+#: channel lanes per GPU; past it, the GPU's smallest channels share its last lane (named there)
+MAX_CHANNEL_LANES = 4
 #: Parts of the breakdown, in drawing order; they add up to the span exactly.
 PARTS = ("exposed comm", "hidden comm", "compute only", "copies only", "idle")
 
@@ -63,15 +67,66 @@ def _source(analysis: TraceAnalysis):  # noqa: ANN202 - a ClassifiedTrace
     return analysis.source
 
 
+def _channel_order(channel: str) -> tuple[int, str]:
+    """Report order: the vocabulary in :data:`CHANNEL_ORDER`, then a user's own names sorted."""
+    rank = CHANNEL_ORDER.index(channel) if channel in CHANNEL_ORDER else len(CHANNEL_ORDER)
+    return rank, channel
+
+
+def channel_sets(comm_kernels: pl.DataFrame) -> dict[str, IntervalSet]:
+    """⋃C_x per channel of one GPU's communication kernels, in report order (a kernel without
+    a channel is :data:`~nsysmoe.classify.OTHER_CHANNEL`'s)."""
+    if comm_kernels.is_empty():
+        return {}
+    if "channel" in comm_kernels.columns:
+        channel = pl.col("channel").fill_null(OTHER_CHANNEL)
+    else:
+        channel = pl.lit(OTHER_CHANNEL)
+    parts = comm_kernels.with_columns(channel.alias("channel")).partition_by(
+        "channel", as_dict=True
+    )
+    names = sorted((k[0] for k in parts), key=_channel_order)
+    return {name: _iset(parts[(name,)]) for name in names}
+
+
+def channel_lanes(sets: dict[str, IntervalSet], compute: IntervalSet,
+                  cap: int = MAX_CHANNEL_LANES) -> tuple[GpuLanes.Channel, ...]:  # fmt: skip
+    """One lane per channel (exposed = C_x − compute, hidden = C_x ∩ compute), in the order of
+    ``sets``. Past ``cap`` channels, the ``cap - 1`` with the most communication time keep their
+    own lane (still in report order) and the rest share the last one, their exact union."""
+    names = list(sets)
+    if cap > 0 and len(names) > cap:
+        by_size = sorted(names, key=lambda n: (-sets[n].length, names.index(n)))
+        keep = set(by_size[: cap - 1])
+        groups = [(n,) for n in names if n in keep]
+        groups.append(tuple(n for n in names if n not in keep))
+    else:
+        groups = [(n,) for n in names]
+    lanes = []
+    for group in groups:
+        c = IntervalSet.empty()
+        for n in group:
+            c = c | sets[n]
+        lanes.append(GpuLanes.Channel(group, exposed=c - compute, hidden=c & compute))
+    return tuple(lanes)
+
+
 def gpu_lanes(pid: int, device: int, gpu_name: str | None, kernels: pl.DataFrame,
-              memops: pl.DataFrame) -> GpuLanes:  # fmt: skip
-    """Union intervals per lane of one GPU; idle = gaps between its first and last work."""
+              memops: pl.DataFrame, cap: int = MAX_CHANNEL_LANES) -> GpuLanes:  # fmt: skip
+    """Union intervals per lane of one GPU; idle = gaps between its first and last work.
+
+    Compute is every kernel that is not communication (whole CUDA-graph rows of unknown
+    contents, class ``graph``, included, as in :mod:`nsysmoe.measure.overlap`); the graph rows
+    get their own lane, so ``other_compute`` leaves them out."""
     klass = pl.col("class")
-    comm = _iset(kernels.filter(klass == COMM))
+    comm_kernels = kernels.filter(klass == COMM)
+    comm = _iset(comm_kernels)
     gemm = _iset(kernels.filter(klass.is_in(COMPUTE_GEMM_ATTN)))
-    other = _iset(kernels.filter((klass != COMM) & ~klass.is_in(COMPUTE_GEMM_ATTN)))
+    graph = _iset(kernels.filter(klass == GRAPH))
+    other = _iset(kernels.filter((klass != COMM) & (klass != GRAPH)
+                                 & ~klass.is_in(COMPUTE_GEMM_ATTN)))  # fmt: skip
     copies = _iset(memops)
-    compute = gemm | other
+    compute = gemm | other | graph
     active = comm | compute | copies
     span = (
         IntervalSet.from_arrays([active.first_start], [active.last_end])
@@ -79,15 +134,18 @@ def gpu_lanes(pid: int, device: int, gpu_name: str | None, kernels: pl.DataFrame
         else IntervalSet.empty()
     )
     hidden = comm & compute
+    channels = channel_lanes(channel_sets(comm_kernels), compute, cap)
     return GpuLanes(pid, device, gpu_name, comm=comm, exposed=comm - compute, hidden=hidden,
                     gemm_attn=gemm, other_compute=other, copies=copies, idle=span - active,
-                    hidden_pct=hidden_pct(hidden.length, comm.length))  # fmt: skip
+                    hidden_pct=hidden_pct(hidden.length, comm.length), graph=graph,
+                    channels=channels)  # fmt: skip
 
 
 def timeline(analysis: TraceAnalysis, step: int | None = None) -> Timeline:
     """The lanes of the first :data:`MAX_GPUS` GPUs over one iteration (default: the
     median-duration one; without iterations, the middle 10 % of the window), from the classes
-    the analysis was measured with."""
+    and channels the analysis was measured with; at most :data:`MAX_CHANNEL_LANES` channel
+    lanes per GPU."""
     lo, hi, how = drawn_iteration(analysis, step)
     source, w = _source(analysis), Window(lo, hi)
     gpus = list(analysis.gpus.iter_rows(named=True))
@@ -103,7 +161,8 @@ def timeline(analysis: TraceAnalysis, step: int | None = None) -> Timeline:
     )  # fmt: skip
     comm = sum(g.comm.length for g in lanes)
     hidden = sum(g.hidden.length for g in lanes)
-    return Timeline(analysis.path, lo, hi, how, lanes, len(gpus), hidden_pct(hidden, comm))
+    return Timeline(analysis.path, lo, hi, how, lanes, len(gpus), hidden_pct(hidden, comm),
+                    max_channel_lanes=MAX_CHANNEL_LANES)  # fmt: skip
 
 
 def breakdown(t: Totals) -> dict[str, int]:

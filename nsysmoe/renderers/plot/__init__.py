@@ -1,12 +1,14 @@
-"""Figures for reports: a per-GPU timeline of one steady iteration, the A/B time breakdown, and
-communication per rank. They draw what :mod:`nsysmoe.measure.lanes` and the analyses measured;
-nothing here classifies or measures.
+"""Figures for reports: a per-GPU timeline of one steady iteration (a lane per communication
+channel), the A/B time breakdown, the A/B exposed and hidden time per channel, and communication
+per rank. They draw what :mod:`nsysmoe.measure.lanes` and the analyses measured; nothing here
+classifies or measures.
 
 The tables say *how much* communication the compute hid; these figures show *where* (timeline),
-*what the time was spent on* (breakdown, exact parts that add up to the span) and *which rank*
-lags (ranks). matplotlib is imported inside the functions, so it stays an optional dependency and
-costs the CLI nothing, and only :class:`matplotlib.figure.Figure` objects on an Agg canvas are
-used, never pyplot's global state, so figures draw headless and in worker processes in parallel.
+*what the time was spent on* (breakdown, exact parts that add up to the span), *which channel*
+got hidden or stayed exposed (channels) and *which rank* lags (ranks). matplotlib is imported
+inside the functions, so it stays an optional dependency and costs the CLI nothing, and only
+:class:`matplotlib.figure.Figure` objects on an Agg canvas are used, never pyplot's global
+state, so figures draw headless and in worker processes in parallel.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsysmoe.renderers.plot.breakdown import breakdown_figure
+from nsysmoe.renderers.plot.channels import channels_figure
 from nsysmoe.renderers.plot.ranks import ranks_figure
 from nsysmoe.renderers.plot.timeline import timeline_figure
 
@@ -64,4 +67,11 @@ def _save(fig: Figure, outdir: Path, name: str, formats: Sequence[str]) -> list[
     return written
 
 
-__all__ = ["breakdown_figure", "ranks_figure", "slug", "timeline_figure", "write_figures"]
+__all__ = [
+    "breakdown_figure",
+    "channels_figure",
+    "ranks_figure",
+    "slug",
+    "timeline_figure",
+    "write_figures",
+]

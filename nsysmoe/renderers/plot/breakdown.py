@@ -44,7 +44,7 @@ def breakdown_figure(comparison: Comparison, parts: dict[str, dict[str, int]]) -
     grid(ax, "x")
     _legend(fig, parts, used, sides)
     fig.suptitle("Where the GPU time went, overlap " + " vs ".join(s.label for s in sides)
-                 + "\n" + _wrap_windows(sides), fontsize=10.5)  # fmt: skip
+                 + "\n" + windows_line(sides), fontsize=10.5)  # fmt: skip
     return fig
 
 
@@ -85,7 +85,8 @@ def _side_label(side: Side) -> str:
     return f"overlap {side.label}\n{hidden} of comm hidden\n{n} GPU{'s' if n != 1 else ''}"
 
 
-def _wrap_windows(sides: Sequence[Side]) -> str:
+def windows_line(sides: Sequence[Side]) -> str:
+    """The sides' windows, once when they agree, wrapped to fit under a title."""
     texts = [s.analysis.window_text for s in sides]
     if len(set(texts)) == 1:
         line = f"window (both sides): {texts[0]}"

@@ -22,6 +22,7 @@ COLORS = {
     "hidden comm": "#2ca02c",
     "GEMM/attention": "#1f77b4",
     "other compute": "#9ecae1",
+    "CUDA graph": "#8c564b",
     "compute only": "#1f77b4",
     "copies": "#9467bd",
     "copies only": "#9467bd",

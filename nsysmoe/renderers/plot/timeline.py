@@ -1,6 +1,12 @@
-"""Per-GPU timeline of one steady iteration: where communication ran, and what part of it ran
-under compute (hidden) or alone (exposed). Draws the lanes :mod:`nsysmoe.measure.lanes` measured:
-each is an exact interval union, never single kernels, so overlapping streams do not double-draw."""
+"""Per-GPU timeline of one steady iteration: where each communication channel ran, and what part
+of it ran under compute (hidden) or alone (exposed). Draws the lanes :mod:`nsysmoe.measure.lanes`
+measured: each is an exact interval union, never single kernels, so overlapping streams do not
+double-draw.
+
+Lanes of a GPU, top to bottom: one per communication channel on it in the drawn interval (report
+order, exposed red and hidden green; past the cap, its smallest channels share the last lane),
+GEMM/attention, other compute, whole CUDA-graph rows (contents unknown, only where there are any),
+memcpy/memset (only where there are any), idle."""
 
 from __future__ import annotations
 
@@ -24,81 +30,125 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-#: lane name → the GpuLanes fields drawn in it (colour keys in COLORS)
+GRAPH_LANE = "CUDA graph (contents unknown)"
+NO_COMM = "communication"  # the one comm lane of a GPU without communication in the interval
+#: non-communication lane name → (GpuLanes field, colour key in COLORS)
 LANES = {
-    "communication": (("exposed", "exposed comm"), ("hidden", "hidden comm")),
-    "GEMM/attention": (("gemm_attn", "GEMM/attention"),),
-    "other compute": (("other_compute", "other compute"),),
-    "memcpy/memset": (("copies", "copies"),),
-    "idle": (("idle", "idle"),),
+    "GEMM/attention": ("gemm_attn", "GEMM/attention"),
+    "other compute": ("other_compute", "other compute"),
+    GRAPH_LANE: ("graph", "CUDA graph"),
+    "memcpy/memset": ("copies", "copies"),
+    "idle": ("idle", "idle"),
 }
-TOTAL = {"communication": "comm", "GEMM/attention": "gemm_attn", "other compute": "other_compute",
-         "memcpy/memset": "copies", "idle": "idle"}  # fmt: skip
+#: below this many lanes in all, lanes keep their full height; past it they shrink to fit a page
+_LANE_BUDGET = 40
 
 
 def timeline_figure(tl: Timeline) -> Figure:
     """The timeline of ``tl``: one panel per drawn GPU, its lanes labelled with their busy time."""
-    names = ["communication", "GEMM/attention", "other compute"]
-    names += ["memcpy/memset"] if any(len(g.copies) for g in tl.gpus) else []
-    names += ["idle"]
+    names = _other_lanes(tl)
+    counts = [max(len(g.channels), 1) + len(names) for g in tl.gpus]
     lane_h = 0.34 if len(tl.gpus) <= 2 else 0.24  # many GPUs: thinner lanes, still one page
-    fig = figure(WIDTH, 1.3 + len(tl.gpus) * (0.65 + lane_h * len(names)))
-    axes = fig.subplots(len(tl.gpus), 1, sharex=True, squeeze=False)[:, 0]
+    if sum(counts) > _LANE_BUDGET:  # 8 GPUs × several channels: thinner still
+        lane_h = max(0.15, lane_h * _LANE_BUDGET / sum(counts))
+    fontsize = 8.5 if lane_h >= 0.2 else 7.5
+    fig = figure(WIDTH, 1.5 + len(tl.gpus) * 0.65 + lane_h * sum(counts))
+    axes = fig.subplots(len(tl.gpus), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": counts})[:, 0]  # fmt: skip
     for ax, g in zip(axes, tl.gpus, strict=True):
-        _draw_gpu(ax, g, names, tl.lo_ns, (tl.hi_ns - tl.lo_ns) // 4000)
+        _draw_gpu(ax, g, names, tl.lo_ns, (tl.hi_ns - tl.lo_ns) // 4000, fontsize)
     axes[-1].set_xlim(0, (tl.hi_ns - tl.lo_ns) / 1e6)
     start = "iteration" if tl.how.startswith("iteration") else "interval"
     axes[-1].set_xlabel(f"time since the {start} started (ms)")
     fig.suptitle(_title(tl), fontsize=11)
-    _legend(fig, names)
+    _legend(fig, tl, names)
     return fig
+
+
+def _other_lanes(tl: Timeline) -> list[str]:
+    """The lanes under the channel lanes, the same for every GPU: the graph and copy lanes only
+    when a drawn GPU had whole-graph rows or copies in the interval."""
+    names = ["GEMM/attention", "other compute"]
+    names += [GRAPH_LANE] if any(len(g.graph) for g in tl.gpus) else []
+    names += ["memcpy/memset"] if any(len(g.copies) for g in tl.gpus) else []
+    return [*names, "idle"]
+
+
+def channel_label(names: tuple[str, ...]) -> str:
+    """A channel lane's name: the channel, or the channels sharing the lane."""
+    if len(names) <= 2:
+        return " + ".join(names)
+    return f"{names[0]} + {len(names) - 1} more"
 
 
 def _title(tl: Timeline) -> str:
     which = f"the first {len(tl.gpus)} of {tl.n_gpus} GPUs" if tl.n_gpus > len(tl.gpus) else (
         "all GPUs")  # fmt: skip
-    return (
+    title = (
         f"{Path(tl.path).name}: {tl.how} ({ms_label(tl.hi_ns - tl.lo_ns)})\n"
         f"communication hidden under compute ({which}): {hidden_label(tl.hidden_pct)}"
     )
+    shared = sorted({c.names for g in tl.gpus for c in g.channels if len(c.names) > 1})
+    if shared:
+        title += (f"\nat most {tl.max_channel_lanes} channel lanes per GPU; the smallest share "
+                  "the last: " + "; ".join(", ".join(s) for s in shared))  # fmt: skip
+    return title
 
 
-def _legend(fig: Figure, names: list[str]) -> None:
-    """One legend for all GPUs, listing only the lanes drawn (copies only when there were any)."""
+def _legend(fig: Figure, tl: Timeline, names: list[str]) -> None:
+    """One legend for all GPUs, listing only the lanes drawn, titled with the channels drawn."""
     handles = [patch(k, PART_HELP.get(k, k)) for k in ("exposed comm", "hidden comm")]
-    handles += [patch(k, k) for k in ("GEMM/attention", "other compute")]
-    handles += [patch("copies", "memcpy/memset")] if "memcpy/memset" in names else []
-    handles += [patch("idle", PART_HELP["idle"])]
+    handles += [patch(LANES[n][1], n if n != "idle" else PART_HELP["idle"]) for n in names]
+    channels: list[str] = []
+    for g in tl.gpus:
+        channels += [n for c in g.channels for n in c.names if n not in channels]
+    what = ("communication: one lane per channel (" + ", ".join(channels) + ")") if channels else (
+        "no communication kernels on the drawn GPUs")  # fmt: skip
     # below the axes: above them, constrained layout lets the legend run into the title
-    fig.legend(
-        handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8.5, frameon=False
-    )
+    ncols = len(handles) if len(handles) <= 6 else -(-len(handles) // 2)  # one or two rows
+    fig.legend(handles=handles, loc="outside lower center", ncols=ncols,
+               fontsize=8.5, frameon=False, title=what, title_fontsize=8.5)  # fmt: skip
 
 
-def _draw_gpu(ax: Axes, g: GpuLanes, names: list[str], origin: int, pixel: int) -> None:
-    """One GPU's lanes, top to bottom in ``names`` order, each labelled with its busy time."""
+def _lane(ax: Axes, y: int, iset: IntervalSet, color: str, origin: int, pixel: int) -> None:
+    # an edge as wide as a hairline keeps µs-long intervals visible at this zoom
+    ax.broken_barh(bars(iset, origin, pixel), (y - 0.4, 0.8), facecolors=COLORS[color],
+                   edgecolors=COLORS[color], linewidth=0.4)  # fmt: skip
+
+
+def _draw_gpu(ax: Axes, g: GpuLanes, names: list[str], origin: int, pixel: int,
+              fontsize: float) -> None:  # fmt: skip
+    """One GPU's lanes, channel lanes on top, each labelled with its busy time."""
     labels = []
-    for y, name in enumerate(reversed(names)):
-        for field, color in LANES[name]:
-            # an edge as wide as a hairline keeps µs-long intervals visible at this zoom
-            ax.broken_barh(bars(getattr(g, field), origin, pixel), (y - 0.4, 0.8),
-                           facecolors=COLORS[color], edgecolors=COLORS[color],
-                           linewidth=0.4)  # fmt: skip
-        total: IntervalSet = getattr(g, TOTAL[name])
+    rows = len(g.channels or (None,)) + len(names)
+    y = rows - 1
+    for c in g.channels:
+        _lane(ax, y, c.exposed, "exposed comm", origin, pixel)
+        _lane(ax, y, c.hidden, "hidden comm", origin, pixel)
+        comm, exposed = c.exposed.length + c.hidden.length, c.exposed.length
+        labels.append(f"{channel_label(c.names)}  {ms_label(comm)}, {ms_label(exposed)} exp.")
+        y -= 1
+    if not g.channels:
+        labels.append(f"{NO_COMM}  {ms_label(0)}")
+        y -= 1
+    for name in names:
+        field, color = LANES[name]
+        total: IntervalSet = getattr(g, field)
+        _lane(ax, y, total, color, origin, pixel)
         labels.append(f"{name}  {ms_label(total.length)}")
-    ax.set_yticks(range(len(names)), labels, fontsize=8.5)
-    ax.set_ylim(-0.6, len(names) - 0.4)
+        y -= 1
+    ax.set_yticks(range(rows - 1, -1, -1), labels, fontsize=fontsize)
+    ax.set_ylim(-0.6, rows - 0.4)
     ax.tick_params(axis="y", length=0)
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
-    comm = g.comm.length
     name = f" ({g.gpu_name})" if g.gpu_name else ""
     exposed = ms_label(g.exposed.length)
     what = f"{hidden_label(g.hidden_pct)} of communication hidden, {exposed} exposed"
-    lanes = (g.comm, g.exposed, g.hidden, g.gemm_attn, g.other_compute, g.copies, g.idle)
+    lanes = (g.comm, g.gemm_attn, g.other_compute, g.graph, g.copies, g.idle)
     if not any(len(x) for x in lanes):
         what = "no GPU work in this interval"
         ax.text(0.5, 0.5, what, transform=ax.transAxes, ha="center", va="center", color="grey")
-    elif not comm:
+    elif not g.comm.length:
         what = "no communication kernels in this interval"
     ax.set_title(f"GPU: pid {g.pid}, device {g.device}{name}: {what}", fontsize=9.5, loc="left")
