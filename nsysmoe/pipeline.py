@@ -21,7 +21,13 @@ from nsysmoe.measure.channels import (
 )
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.graphs import graph_summary
-from nsysmoe.measure.idle import idle_per_iteration, idle_split_per_gpu, largest_gaps, launch_starts
+from nsysmoe.measure.idle import (
+    gaps,
+    idle_per_iteration,
+    idle_split_per_gpu,
+    largest_gaps,
+    launch_starts,
+)
 from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.nvtx import nvtx_totals
@@ -84,7 +90,9 @@ def analyze_trace(
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
     ops = launch_starts(kernels, trace.memops, trace.runtime)
-    split = idle_split_per_gpu(window.select(ops)).drop("idle_ns")
+    window_ops = window.select(ops)
+    window_gaps = gaps(window_ops)  # the whole timeline's gaps too, unless a time window cuts
+    split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
     gpus = (
         gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left")
         .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
@@ -105,7 +113,8 @@ def analyze_trace(
     total = totals(gpus)
     iterations = iteration_table(kernels, trace.memops, steps, kept)
     step_channels = _step_channels(kernels, steps, kept, iterations)
-    idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations)
+    idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
+                                    None if window.bounded else window_gaps)  # fmt: skip
     phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
                                   phase_pattern(scope.phase))  # fmt: skip
     iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
@@ -132,7 +141,7 @@ def analyze_trace(
         channels=with_shares(channels, gpus),
         channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
-        idle_gaps=largest_gaps(window.select(ops), trace.nvtx),
+        idle_gaps=largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps),
         phases=phases,
         phase_totals=phase_totals(phases),
         layers=layers,
@@ -148,8 +157,9 @@ def _step_channels(kernels: pl.DataFrame, steps: Steps, kept: list[int],
     """Per (iteration, channel), all GPUs together, with what is still on the table."""
     windows = process_windows(steps, kept)
     per_step = channel_iterations(kernels, windows)
-    gpus = (kernels.join(windows.select("pid", "step"), on="pid").select("step", "pid", "device")
-            .unique().group_by("step").len("gpus"))  # fmt: skip
+    devices = kernels.select("pid", "device").unique().group_by("pid").len("gpus")
+    gpus = windows.select("pid", "step").join(devices, on="pid").group_by("step").agg(
+        pl.col("gpus").sum())  # the GPUs of the processes that ran the step
     return on_the_table(per_step, iterations, gpus)
 
 

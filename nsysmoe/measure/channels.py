@@ -12,11 +12,11 @@ every kernel that is not communication, G = GEMM ∪ attention kernels, O = ever
   that run concurrently are not each charged for the same exposed nanosecond (the sum over
   channels is at most the GPU's ``exposed_ns``; the union of the channels is its ``comm_ns``)
 
-How: one sweep per GPU. Every interval boundary is an event; sorted once, a running count per
-category (K, G, each channel) says which categories cover each elementary segment between two
-consecutive boundaries, and every figure is a sum of segment lengths under a mask. Iteration
-windows are segments' bins (the rows are first clipped to the windows they meet), so all
-iterations come from the same one sort.
+How (:func:`sweep`): per GPU, each channel's intervals are merged once; their overlap with the
+compute and GEMM/attention unions comes from prefix sums of those unions, and the time only one
+channel covers from one sweep over the merged intervals. Nothing loops per channel, so the same
+code measures hundreds of phases (:mod:`nsysmoe.measure.phases`). Iteration windows are bins
+(rows are first clipped to the windows they meet), so all iterations come from the same sorts.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.classify import COMPUTE_GEMM_ATTN
+from nsysmoe.intervals import IntervalSet
 from nsysmoe.measure.iterations import assign
 from nsysmoe.measure.overlap import COMM, hidden_pct_expr
 from nsysmoe.model import WHOLE_TRACE, Window
@@ -86,44 +87,82 @@ def _categories(kernels: pl.DataFrame, channels: list[str]) -> pl.DataFrame:
     ])  # fmt: skip
 
 
+def _merged(group: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per group, the union of its intervals as disjoint, non-touching ones (group, start, end),
+    sorted by group then time: within a group starts and ends are sorted independently, as in
+    :meth:`nsysmoe.intervals.IntervalSet.from_arrays`."""
+    keep = e > s
+    group, s, e = group[keep], s[keep], e[keep]
+    if s.size == 0:
+        return group, s, e
+    by_start, by_end = np.lexsort((s, group)), np.lexsort((e, group))
+    g, s, e = group[by_start], s[by_start], e[by_end]  # each group has as many ends as starts
+    opens = np.empty(s.size, dtype=bool)
+    opens[0] = True
+    opens[1:] = (g[1:] != g[:-1]) | (s[1:] > e[:-1])
+    closes = np.append(opens[1:], True)
+    return g[opens], s[opens], e[closes]
+
+
+def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """|U ∩ (−∞, t)| for each t, U the disjoint sorted intervals (starts, ends): prefix sums."""
+    if starts.size == 0:
+        return np.zeros(t.shape, dtype=np.int64)
+    cum = np.concatenate(([0], np.cumsum(ends - starts)))
+    j = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    k = np.maximum(j - 1, 0)
+    part = np.where(j > 0, np.minimum(t, ends[k]) - starts[k], 0)
+    return np.where(j > 0, cum[k] + part, 0)
+
+
 def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndarray]:
-    """Per (bin, channel) sums of segment lengths: ``comm_ns``, ``hidden_ns``,
-    ``comm_gemm_attn_ns``, ``exposed_only_ns`` (arrays of shape n_bins × n_channels).
+    """Per (bin, channel) sums: ``comm_ns``, ``hidden_ns``, ``comm_gemm_attn_ns``,
+    ``exposed_only_ns`` (arrays of shape n_bins × n_channels).
 
     ``rows``: start, end, cat and (with n_bins > 1) ``window``, the bin of each row; rows of
-    different bins must not overlap in time (clipped to disjoint windows).
+    different bins must not overlap in time (clipped to disjoint windows). The cost does not
+    grow with the number of channels: each (bin, channel)'s intervals are merged once, their
+    overlap with the compute and GEMM/attention unions comes from prefix sums, and the time
+    only one channel covers from one sweep whose running sum of channel codes names it.
     """
     shape = (n_bins, n_channels)
     out = {k: np.zeros(shape, dtype=np.int64) for k in SUMS if k != "count"}
     if rows.is_empty() or n_channels == 0:
         return out
-    starts, ends = rows["start"].to_numpy(), rows["end"].to_numpy()
-    cats = rows["cat"].to_numpy()
+    s, e = rows["start"].to_numpy(), rows["end"].to_numpy()
+    cat = rows["cat"].to_numpy()
     bins = rows["window"].to_numpy() if "window" in rows.columns else np.zeros(len(rows), np.int64)
-    times, event_bins = np.concatenate([starts, ends]), np.concatenate([bins, bins])
-    # by time, then bin: at a window boundary the next window's events come last, so the
-    # segment after the boundary gets the next window's bin (a segment takes event i's bin)
-    order = np.lexsort((event_bins, times))
-    t = times[order]
-    delta = np.concatenate([np.ones(len(rows), np.int64), -np.ones(len(rows), np.int64)])[order]
-    cat = np.concatenate([cats, cats])[order]
-    seg = np.diff(t, append=t[-1])  # [t_i, t_i+1)
-    seg_bin = event_bins[order]
-    covered = {}
-    for c in range(2 + n_channels):
-        covered[c] = np.cumsum(np.where(cat == c, delta, 0)) > 0
-    comm_layers = np.stack([covered[2 + i] for i in range(n_channels)])
-    n_comm = comm_layers.sum(axis=0)
-    for i in range(n_channels):
-        x = comm_layers[i] & (seg > 0)
-        parts = {
-            "comm_ns": x,
-            "hidden_ns": x & covered[K],
-            "comm_gemm_attn_ns": x & covered[G],
-            "exposed_only_ns": x & ~covered[K] & (n_comm == 1),
-        }
-        for name, mask in parts.items():
-            out[name][:, i] = np.bincount(seg_bin[mask], weights=seg[mask], minlength=n_bins)
+    zero = np.zeros(0, dtype=np.int64)
+    k_set = IntervalSet.from_arrays(s[cat == K], e[cat == K]) if (cat == K).any() else None
+    g_set = IntervalSet.from_arrays(s[cat == G], e[cat == G]) if (cat == G).any() else None
+    ks, ke = (k_set.starts, k_set.ends) if k_set is not None else (zero, zero)
+    gs, ge = (g_set.starts, g_set.ends) if g_set is not None else (zero, zero)
+    comm = cat >= 2
+    code = bins[comm] * n_channels + (cat[comm] - 2)  # one group per (bin, channel)
+    c, ms, me = _merged(code, s[comm], e[comm])
+    if c.size == 0:
+        return out
+    size = n_bins * n_channels
+
+    def per_code(values: np.ndarray, codes: np.ndarray = c) -> np.ndarray:
+        return np.bincount(codes, weights=values, minlength=size).astype(np.int64).reshape(shape)
+
+    out["comm_ns"] = per_code(me - ms)
+    out["hidden_ns"] = per_code(_covered_before(ks, ke, me) - _covered_before(ks, ke, ms))
+    out["comm_gemm_attn_ns"] = per_code(_covered_before(gs, ge, me)
+                                        - _covered_before(gs, ge, ms))  # fmt: skip
+    # time covered by exactly one (bin, channel) group: the running code sum names it
+    t = np.concatenate([ms, me])
+    delta = np.concatenate([np.ones(c.size, np.int64), -np.ones(c.size, np.int64)])
+    codes = np.concatenate([c, c])
+    order = np.argsort(t, kind="stable")
+    t, delta, codes = t[order], delta[order], codes[order]
+    active, named = np.cumsum(delta), np.cumsum(delta * codes)
+    lo, hi = t[:-1], t[1:]
+    alone = (active[:-1] == 1) & (hi > lo)
+    lo, hi, who = lo[alone], hi[alone], named[:-1][alone]
+    exposed = (hi - lo) - (_covered_before(ks, ke, hi) - _covered_before(ks, ke, lo))
+    out["exposed_only_ns"] = per_code(exposed, who)
     return out
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from nsysmoe.enclosing import enclosing_pairs
@@ -145,10 +146,11 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
     return out.sort([*by, "start_ns"]).select(list(schema)).cast(schema)
 
 
-def _split(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """The split per group of ``ops`` (every group with a row, zeros included), sorted."""
+def _split(ops: pl.DataFrame, by: list[str], g: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The split per group of ``ops`` (every group with a row, zeros included), sorted; ``g``:
+    their :func:`gaps`, when already computed."""
     keys = ops.select(by).unique()
-    g = gaps(ops, by)
+    g = gaps(ops, by) if g is None else g
     parts = g.group_by(by).agg(
         pl.col("gap_ns").filter(pl.col("kind") == k).sum().alias(f"idle_{k}_ns") for k in KINDS
     )
@@ -166,10 +168,10 @@ def idle_split(ops: pl.DataFrame) -> dict[str, int]:
     return {c: int(row[c]) for c in SPLIT_COLUMNS}
 
 
-def idle_split_per_gpu(ops: pl.DataFrame) -> pl.DataFrame:
+def idle_split_per_gpu(ops: pl.DataFrame, gap_table: pl.DataFrame | None = None) -> pl.DataFrame:
     """pid, device and the split (:data:`SPLIT_COLUMNS`) for every GPU with an op, sorted; all
-    GPUs at once in one grouped pass."""
-    return _split(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
+    GPUs at once in one grouped pass (``gap_table``: ``gaps(ops)``, when already computed)."""
+    return _split(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU, gap_table)
 
 
 def split_in_windows(ops: pl.DataFrame, windows: Sequence[tuple[int, int]]) -> pl.DataFrame:
@@ -209,7 +211,9 @@ def split_in_windows(ops: pl.DataFrame, windows: Sequence[tuple[int, int]]) -> p
     return _split(clipped, ["window", *GPU]).cast(schema)
 
 
-def largest_gaps(ops: pl.DataFrame, nvtx: pl.DataFrame, top: int = 5) -> pl.DataFrame:
+def largest_gaps(
+    ops: pl.DataFrame, nvtx: pl.DataFrame, top: int = 5, gap_table: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Per GPU the ``top`` longest gaps (:data:`GAP_SCHEMA`), longest first, an earlier gap
     first among equals; sorted by (pid, device).
 
@@ -218,8 +222,9 @@ def largest_gaps(ops: pl.DataFrame, nvtx: pl.DataFrame, top: int = 5) -> pl.Data
     latest start, then earliest end, then the later row. Null for ``other`` gaps (no thread)
     or when the thread was in no range. Shown as ``Domain:name`` in a named domain.
     """
-    g = gaps(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
-    g = g.sort([*GPU, "gap_ns", "start_ns"], descending=[False, False, True, False])
+    if gap_table is None:
+        gap_table = gaps(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
+    g = gap_table.sort([*GPU, "gap_ns", "start_ns"], descending=[False, False, True, False])
     g = g.filter(pl.int_range(pl.len()).over(GPU) < top).with_row_index("call_id")
     ranges = (
         nvtx.with_row_index("range_id")
@@ -236,6 +241,11 @@ def largest_gaps(ops: pl.DataFrame, nvtx: pl.DataFrame, top: int = 5) -> pl.Data
         pl.col("start_ns").alias("start"),
         (pl.col("start_ns") + 1).alias("end"),  # [g0, g0 + 1) inside ⇔ start <= g0 < end
     )
+    # only ranges around some gap start can hold one: a searchsorted test per range prunes the
+    # millions of op ranges before the containment join
+    t = np.sort(calls["start"].to_numpy())
+    lo, hi = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+    ranges = ranges.filter(np.searchsorted(t, lo, side="left") < np.searchsorted(t, hi, "left"))
     pairs = enclosing_pairs(ranges.select("range_id", "tid", "start", "end"), calls)
     inner = (
         pairs.join(ranges, on="range_id")
@@ -255,7 +265,10 @@ def _tid(ops: pl.DataFrame) -> pl.Expr:
 
 
 def idle_per_iteration(
-    ops: pl.DataFrame, windows: pl.DataFrame, iterations: pl.DataFrame
+    ops: pl.DataFrame,
+    windows: pl.DataFrame,
+    iterations: pl.DataFrame,
+    gap_table: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per step: ``idle_host_ns``, ``idle_dependency_ns``, ``idle_other_ns``, adding up exactly
     to the iteration table's ``idle_ns`` (:mod:`nsysmoe.measure.iterations`: each GPU with work
@@ -269,7 +282,8 @@ def idle_per_iteration(
     schema = {"step": pl.Int64} | {f"idle_{k}_ns": pl.Int64 for k in KINDS}
     if windows.is_empty() or iterations.is_empty():
         return pl.DataFrame(schema=schema)
-    g = gaps(ops).rename({"start_ns": "start", "end_ns": "end"})
+    g = (gaps(ops) if gap_table is None else gap_table).rename({"start_ns": "start",
+                                                                "end_ns": "end"})
     parts, present = [], []
     for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
         w = w.sort("start_ns")
