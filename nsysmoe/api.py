@@ -35,6 +35,7 @@ from nsysmoe.renderers import render
 from nsysmoe.renderers.plot import (
     FigureJob,
     breakdown_figure,
+    channels_figure,
     ranks_figure,
     slug,
     timeline_figure,
@@ -186,7 +187,8 @@ def example_paths(kind: str = "nsys") -> list[Path]:
 
 def figure_jobs(result: object) -> list[FigureJob]:
     """The figures that apply to ``result``: a timeline per trace (measured when drawn), the
-    breakdown of an A/B, the per-rank chart of more than one rank."""
+    breakdown and the exposed/hidden time per channel of an A/B, the per-rank chart of more than
+    one rank."""
     analyses: list[TraceAnalysis] = []
     jobs: list[FigureJob] = []
     if isinstance(result, TraceAnalysis):
@@ -203,6 +205,7 @@ def figure_jobs(result: object) -> list[FigureJob]:
     if isinstance(result, Comparison):
         parts = {s.label: lanes.breakdown(s.analysis.totals) for s in (result.off, result.on)}
         jobs.append(("breakdown", partial(breakdown_figure, result, parts)))
+        jobs.append(("channels", partial(channels_figure, result)))
         run = side_by_side([result.off.analysis, result.on.analysis])
     if run is not None and len(run.ranks) > 1:
         jobs.append(("ranks", partial(ranks_figure, run)))

@@ -61,6 +61,7 @@ def test_plot_writes_figures_and_markdown_links_them(tmp_path: Path) -> None:
         for ext in ("png", "svg")
         for stem in (
             "breakdown",
+            "channels",
             "ranks",
             "timeline-moe-hybridep-overlap-off",
             "timeline-moe-hybridep-overlap-on",
@@ -68,6 +69,7 @@ def test_plot_writes_figures_and_markdown_links_them(tmp_path: Path) -> None:
     )
     text = report.read_text()
     assert "![breakdown](figs/breakdown.png)" in text and "![ranks](figs/ranks.png)" in text
+    assert "![channels](figs/channels.png)" in text
 
 
 def test_kernels_audit_table() -> None:
