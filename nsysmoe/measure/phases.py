@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from nsysmoe.classify import regex_error
 from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.channels import METRICS, channel_table
@@ -93,8 +94,8 @@ def phase_pattern(extra: str | None = None) -> str:
     try:
         pl.Series([""]).str.contains(extra)
     except pl.exceptions.PolarsError as exc:
-        reason = " ".join(str(exc).split())
-        raise NsysmoeError(f"bad --phase pattern {extra!r}: {reason}") from None
+        raise NsysmoeError(f"bad --phase pattern {extra!r}: {regex_error(exc)} (Rust regex "
+                           "syntax: no look-around or back-references)") from None
     return f"{DEFAULT_PHASES}|(?:{extra})"
 
 

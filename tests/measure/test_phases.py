@@ -108,8 +108,9 @@ def test_layers_and_totals_by_hand() -> None:
 
 
 def test_bad_phase_pattern_is_an_error() -> None:
-    with pytest.raises(NsysmoeError, match="bad --phase pattern"):
+    with pytest.raises(NsysmoeError, match="bad --phase pattern") as err:
         phase_pattern("(")
+    assert "unclosed group" in str(err.value) and "col(" not in str(err.value)
 
 
 def test_shipped_example_phases_match_the_channel_truth() -> None:
