@@ -118,11 +118,14 @@ def analyze_many(
     scope: Scope = WHOLE,
     executor: Executor | None = None,
     cache_dir: str | Path | None = None,
+    align: bool = False,
 ) -> RanksAnalysis:
     """Analyse per-rank files in parallel (processes or Dask); bad files are reported, not
-    fatal."""
+    fatal. Files are put on one clock by their session starts; with ``align``, each rank's clock
+    is also corrected by its collectives' end times (``--align collectives``)."""
     fn = partial(_analyze_path, rules=rules, scope=scope, cache_dir=cache_dir)
-    return run_analysis(map_files(fn, paths, executor or Executor(), "reading traces"))
+    results = map_files(fn, paths, executor or Executor(), "reading traces")
+    return run_analysis(results, align=align)
 
 
 def compare_many(

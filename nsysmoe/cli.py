@@ -63,6 +63,8 @@ def cli() -> None:
 @click.option("--raw-nvtx", is_flag=True,
               help="Keep NVTX names as recorded (', op_id = N' suffixes too).")  # fmt: skip
 @click.option("--phase", help="Regex naming more NVTX ranges to measure as step phases.")
+@click.option("--align", type=click.Choice(["collectives"]),
+              help="Many ranks: also align clocks so collectives end together.")
 @click.option("--strict", is_flag=True, help="A/B: a broken measurement contract is an error.")
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option("--jobs", type=click.IntRange(min=1),
@@ -87,7 +89,8 @@ def cli() -> None:
 @replace_option
 def analyze(
     traces: tuple[str, ...], fmt: str, window: Window | IterationRange | None, skip: int | None,
-    step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None, strict: bool,
+    step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None,
+    align: str | None, strict: bool,
     fail_if: tuple[str, ...], jobs: int | None, dask_address: str | None, use_cache: bool,
     compat: str | None, plot_dir: Path | None, output: Path | None, rules_path: Path | None,
     rules_replace: bool,
@@ -105,7 +108,7 @@ def analyze(
 
     req = Request(
         traces=traces, rules=_rules(rules_path, rules_replace), window=window, skip=skip,
-        step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase,
+        step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase, align=align,
         executor=Executor(jobs or default_jobs(), dask_address, _progress),
         cache_dir=cache.default_dir() if use_cache else None, fmt=fmt, output=output,
         strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,

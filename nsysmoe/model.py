@@ -104,6 +104,8 @@ class Trace:
     #: how the capture traced CUDA graphs, as recorded (nsys: ``CUDA_GRAPH_TRACE_OPTIONS``,
     #: e.g. ``{"MODE": "Graph", "TRACE_DEVICE_GRAPH_LAUNCH": "true"}``); empty when unrecorded
     graph_trace: dict[str, str] = field(default_factory=dict)
+    #: UTC epoch (ns) of the capture's start (nsys TARGET_INFO_SESSION_START_TIME), if recorded
+    session_start_ns: int | None = None
 
     @property
     def gpu_keys(self) -> list[tuple[int, int]]:

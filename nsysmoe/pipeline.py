@@ -6,6 +6,8 @@ the figures read the same classes the numbers came from, and nothing classifies 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from nsysmoe.classify import RuleSet, classify_trace, default_rules
@@ -18,6 +20,13 @@ from nsysmoe.measure.channels import (
     on_the_table,
     with_shares,
     with_step_bounds,
+)
+from nsysmoe.measure.collectives import (
+    arrivals,
+    clock_offset,
+    compute_under_comm,
+    summarize,
+    with_rank,
 )
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.graphs import graph_summary
@@ -35,7 +44,7 @@ from nsysmoe.measure.overlap import per_gpu, totals
 from nsysmoe.measure.phases import layer_totals, phase_pattern, phase_tables, phase_totals
 from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
 from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
-from nsysmoe.results import Steps, TraceAnalysis, WallVerdict
+from nsysmoe.results import Collectives, Steps, TraceAnalysis, WallVerdict
 
 
 def prepare(trace: Trace, rules: RuleSet | None = None) -> ClassifiedTrace:
@@ -117,6 +126,10 @@ def analyze_trace(
                                     None if window.bounded else window_gaps)  # fmt: skip
     phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
                                   phase_pattern(scope.phase))  # fmt: skip
+    arrived = arrivals(in_window, process_windows(steps, kept))
+    busy = compute_under_comm(in_window)
+    offset, basis = clock_offset(trace.session_start_ns, origin)
+    name = Path(trace.path).name
     iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
     return TraceAnalysis(
         path=trace.path,
@@ -146,6 +159,12 @@ def analyze_trace(
         phase_totals=phase_totals(phases),
         layers=layers,
         layer_totals=layer_totals(layers),
+        arrivals=arrived,
+        compute_under_comm=busy,
+        clock_offset_ns=offset,
+        clock_basis=basis,
+        collectives=summarize(with_rank(arrived, name), with_rank(busy, name),
+                              pl.DataFrame()) if len(gpus) > 1 else Collectives.none(),
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,

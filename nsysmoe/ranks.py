@@ -14,8 +14,10 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe.measure.channels import CHANNEL_SCHEMA, channel_totals
+from nsysmoe.measure.collectives import summarize, with_rank
 from nsysmoe.measure.graphs import combined
 from nsysmoe.results import (
+    Collectives,
     Failure,
     RanksAnalysis,
     StepStraggler,
@@ -71,22 +73,43 @@ def stragglers(spread_table: pl.DataFrame) -> Stragglers:
     return Stragglers(step, wait)
 
 
-def run_analysis(results: list[TraceAnalysis | Failure]) -> RanksAnalysis:
+def run_analysis(results: list[TraceAnalysis | Failure], align: bool = False) -> RanksAnalysis:
     """The per-rank table, spread and stragglers of one run's analyses; failures listed."""
     analyses = tuple(r for r in results if isinstance(r, TraceAnalysis))
     failures = tuple(r for r in results if isinstance(r, Failure))
     if not analyses:
         return RanksAnalysis((), failures, pl.DataFrame(), pl.DataFrame(), Stragglers(),
-                             combined(()), channel_totals(pl.DataFrame()))  # fmt: skip
+                             combined(()), channel_totals(pl.DataFrame()),
+                             Collectives.none())  # fmt: skip
     ranks = rank_table(analyses)
     table = spread(ranks)
     graphs = combined([a.graphs for a in analyses])
     channels = channel_totals(pl.concat([a.channels.select(list(CHANNEL_SCHEMA))
                                          for a in analyses]))  # fmt: skip
-    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs, channels)
+    return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs, channels,
+                         across_files(analyses, align))  # fmt: skip
+
+
+def across_files(analyses: tuple[TraceAnalysis, ...], align: bool = False) -> Collectives:
+    """Collectives matched over every GPU of every file, each file's times moved onto one clock
+    (its UTC-epoch offset, relative to the earliest file's)."""
+    if not analyses:
+        return Collectives.none()
+    base = min(a.clock_offset_ns for a in analyses)
+    offsets, arrived, busy = [], [], []
+    for a in analyses:
+        shift, name = a.clock_offset_ns - base, Path(a.path).name
+        arrived.append(with_rank(a.arrivals, name, shift))
+        busy.append(with_rank(a.compute_under_comm, name, shift))
+        offsets += [{"rank": f"{name}:{pid}:{device}", "offset_ns": shift, "basis": a.clock_basis}
+                    for pid, device in a.gpus.select("pid", "device").iter_rows()]  # fmt: skip
+    table = pl.DataFrame(offsets, schema={"rank": pl.String, "offset_ns": pl.Int64,
+                                          "basis": pl.String})  # fmt: skip
+    return summarize(pl.concat(arrived), pl.concat(busy), table, align)
 
 
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:
     """Both sides' GPUs of an A/B as one per-rank table (off and on next to each other); no
     straggler is named, as off and on are different runs, not peers."""
-    return replace(run_analysis(list(sides)), stragglers=Stragglers())
+    return replace(run_analysis(list(sides)), stragglers=Stragglers(),
+                   collectives=Collectives.none())

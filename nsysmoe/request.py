@@ -58,6 +58,7 @@ class Request:
     whole_trace: bool = False
     raw_nvtx: bool = False
     phase: str | None = None
+    align: str | None = None  # "collectives": refine the ranks' clocks by collective ends
     executor: Executor = Executor()
     cache_dir: Path | None = None
     fmt: Format = "terminal"
@@ -224,7 +225,7 @@ def _many(req: Request, sides: list[list[str]]) -> Outcome:
     kw = {"rules": req.rules, "scope": req.scope, "executor": req.executor,
           "cache_dir": req.cache_dir}  # fmt: skip
     if len(sides) == 1:
-        run = api.analyze_many(sides[0], **kw)
+        run = api.analyze_many(sides[0], **kw, align=req.align == "collectives")
         if not run.analyses:
             raise NsysmoeError(f"no file could be analysed; first: {_first(run.failures)}")
         gate, bad, error, before = Gate.of(req.fail_if, run), run.failures, None, ()

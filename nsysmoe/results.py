@@ -112,6 +112,33 @@ def _by_channel(table: pl.DataFrame, drop: tuple[str, ...]) -> dict[str, dict[st
 
 
 @dataclass(frozen=True)
+class Collectives:
+    """Collectives matched across ranks (:mod:`nsysmoe.measure.collectives`): the clock offsets
+    applied (rank, offset_ns, basis), wait vs transfer per (rank, channel), the straggler per
+    channel, and the instances some ranks lack (key, ranks that have it)."""
+
+    offsets: pl.DataFrame
+    waits: pl.DataFrame
+    stragglers: pl.DataFrame
+    incomplete: pl.DataFrame
+    matched: int = 0
+
+    @classmethod
+    def none(cls, offsets: pl.DataFrame | None = None) -> Collectives:
+        empty = pl.DataFrame()
+        return cls(offsets if offsets is not None else empty, empty, empty, empty, 0)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "matched_instances": self.matched,
+            "offsets": self.offsets.to_dicts(),
+            "waits": self.waits.to_dicts(),
+            "stragglers": self.stragglers.to_dicts(),
+            "incomplete": self.incomplete.to_dicts(),
+        }
+
+
+@dataclass(frozen=True)
 class Graphs:
     """CUDA graphs over the analysis window (:mod:`nsysmoe.measure.graphs`): how the capture
     says it traced them (``recorded``), what the tables hold (``traced``: ``none``, ``graph``
@@ -190,6 +217,11 @@ class TraceAnalysis:
     phase_totals: pl.DataFrame  # per phase, all GPUs summed
     layers: pl.DataFrame  # per (pid, device, layer) where phase names give layers
     layer_totals: pl.DataFrame  # per layer, all GPUs summed
+    arrivals: pl.DataFrame  # matchable comm kernels (nsysmoe.measure.collectives.arrivals)
+    compute_under_comm: pl.DataFrame  # per GPU ⋃compute ∩ ⋃comm (for exposed wait/transfer)
+    clock_offset_ns: int  # added to this file's times to put them on the UTC epoch
+    clock_basis: str  # why that offset
+    collectives: Collectives  # across the GPUs of this file (a multi-process export)
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -239,6 +271,8 @@ class TraceAnalysis:
             "channels": _by_channel(self.channel_totals, ()),
             "phases": {r.pop("phase"): r for r in self.phase_totals.to_dicts()},
             "layers": self.layer_totals.to_dicts(),
+            "clock": {"offset_ns": self.clock_offset_ns, "basis": self.clock_basis},
+            "collectives": self.collectives.to_dict(),
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
             "wall": self.wall.to_dict(),
@@ -468,6 +502,7 @@ class RanksAnalysis:
     stragglers: Stragglers
     graphs: Graphs  # every rank's CUDA graphs together
     channel_totals: pl.DataFrame  # per communication channel, every rank's GPUs summed
+    collectives: Collectives  # matched across every GPU of every file, on one clock
 
     def to_polars(self) -> pl.DataFrame:
         """The per-rank table."""
@@ -480,6 +515,7 @@ class RanksAnalysis:
             "stragglers": self.stragglers.to_dict(),
             "channels": _by_channel(self.channel_totals, ()),
             "graphs": self.graphs.to_dict(),
+            "collectives": self.collectives.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
             "traces": [a.to_dict() for a in self.analyses],
         }

@@ -142,6 +142,7 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         memory_events=memory_events,
         not_captured=not_captured,
         graph_trace=_graph_trace_options(db),
+        session_start_ns=_session_start(db),
     )
     return trace, notes
 
@@ -221,6 +222,17 @@ def _read_graph_rows(db: Db, notes: Notes) -> pl.DataFrame | None:
     )
     df = drop_invalid(df, "CUDA graph", notes.dropped, gpu=True)
     return df.select(list(model.KERNEL_SCHEMA)).cast(model.KERNEL_SCHEMA)
+
+
+def _session_start(db: Db) -> int | None:
+    """``TARGET_INFO_SESSION_START_TIME.utcEpochNs``: where this file's clock starts on the UTC
+    epoch, so separate per-rank files can be put on one timeline."""
+    t = "TARGET_INFO_SESSION_START_TIME"
+    if not db.has(t) or "utcEpochNs" not in db.columns(t):
+        return None
+    row = db.conn.execute(f'SELECT min("utcEpochNs") FROM {t} WHERE typeof("utcEpochNs") = '
+                          "'integer'").fetchone()  # fmt: skip
+    return int(row[0]) if row and row[0] is not None else None
 
 
 def _graph_trace_options(db: Db) -> dict[str, str]:

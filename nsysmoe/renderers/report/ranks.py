@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from nsysmoe.renderers.cells import count, ms, pct
 from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
+from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.comparison import metric_table
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.trace import CHANNEL_HEADER, channel_cells
@@ -76,6 +77,7 @@ def document(run: RanksAnalysis) -> Document:
         blocks += [rank_table(run), spread_table(run), Lines(tuple(straggler_lines(run)))]
         if not run.channel_totals.is_empty():
             blocks.append(channel_table(run))
+        blocks += collective_blocks(run.collectives)
         active = sum(a.totals.active_ns for a in run.analyses)
         if graphs := graph_lines(run.graphs, active, "all ranks: "):
             blocks.append(Lines(tuple(graphs)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, source_text, window_text
 from nsysmoe.renderers.document import Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.results import TraceAnalysis
 
@@ -22,6 +23,7 @@ def document(a: TraceAnalysis) -> Document:
         blocks.append(channel_table(a))
     if table_lines := on_the_table_lines(a):
         blocks.append(Lines(tuple(table_lines)))
+    blocks += collective_blocks(a.collectives)
     blocks.append(Lines(tuple(wall_lines(a)), hanging=True))
     if idle := idle_lines(a):
         blocks.append(Lines(tuple(idle)))

@@ -1,0 +1,218 @@
+"""Across ranks: one collective instance per matched launch, its time on each rank split into
+*wait* (until the last peer arrived) and *transfer* (after), and the rank everyone waits for.
+
+Matching: the k-th launch (by start) of the same communication kernel — same channel, same name —
+in the same iteration on every rank is one instance. Per instance, with s_r, e_r rank r's kernel
+start and end and L = max_r s_r the last arrival:
+
+* wait on rank r = [s_r, min(L, e_r)); transfer = [min(L, e_r), e_r)
+* per rank and channel: ``wait_ns`` = |⋃ wait|, ``transfer_ns`` = |⋃ transfer|,
+  ``exposed_wait_ns`` = |⋃ wait \\ ⋃K|, ``exposed_transfer_ns`` = |⋃ transfer \\ ⋃K| (K = that
+  rank's compute kernels); ``imbalance_pct`` = 100 · wait / (wait + transfer)
+* the straggler of a channel: the rank that was the single last arrival most often, with how
+  often and the wait it caused the others (Σ of their wait in those instances). It is the rank
+  with the *least* communication time: the others spin in their kernels waiting for it.
+
+Kernels a rank runs without peers (HybridEP's ``scan``, metadata preprocessing) are not matched;
+instances some ranks lack are counted and named, not matched.
+
+What travels from a worker is compact (:func:`arrivals`, :func:`compute_under_comm`): one row per
+communication kernel, and the compute union only where it meets communication (all that the
+exposed parts can subtract), so many ranks cost little more than reading them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from nsysmoe.intervals import IntervalSet
+from nsysmoe.measure.overlap import COMM
+from nsysmoe.results import Collectives
+
+#: kernels without peers: never matched across ranks
+LOCAL = r"(?i)hybrid_ep::scan|metadata_preprocess|\bscan_kernel\b"
+ARRIVAL_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "device": pl.Int64, "channel": pl.String, "name": pl.String,
+    "step": pl.Int64, "k": pl.Int64, "start": pl.Int64, "end": pl.Int64,
+}  # fmt: skip
+KEY = ["step", "channel", "name", "k"]
+WAIT_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.String, "channel": pl.String, "instances": pl.Int64, "wait_ns": pl.Int64,
+    "transfer_ns": pl.Int64, "exposed_wait_ns": pl.Int64, "exposed_transfer_ns": pl.Int64,
+    "imbalance_pct": pl.Float64,
+}  # fmt: skip
+STRAGGLER_SCHEMA: dict[str, pl.DataType] = {
+    "channel": pl.String, "rank": pl.String, "last_count": pl.Int64, "instances": pl.Int64,
+    "caused_wait_ns": pl.Int64,
+}  # fmt: skip
+
+
+def arrivals(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Each matchable communication kernel with its iteration (the process's iteration window
+    its start lies in; -1 outside every window) and k, its rank among the same (channel, name)
+    launches of that iteration on its GPU (:data:`ARRIVAL_SCHEMA`)."""
+    comm = kernels.filter((pl.col("class") == COMM) & ~pl.col("name").str.contains(LOCAL))
+    comm = comm.select("pid", "device", pl.col("channel").fill_null("other"), "name", "start",
+                       "end").sort("pid", "start")  # fmt: skip
+    if windows.is_empty():
+        comm = comm.with_columns(pl.lit(-1, pl.Int64).alias("step"))
+    else:
+        w = windows.select("pid", "step", "start_ns", "end_ns").sort("start_ns")
+        comm = comm.join_asof(w, left_on="start", right_on="start_ns", by="pid",
+                              check_sortedness=False).with_columns(  # fmt: skip
+            pl.when(pl.col("start") < pl.col("end_ns")).then("step").otherwise(-1)
+            .fill_null(-1).alias("step"))  # fmt: skip
+    comm = comm.sort("pid", "device", "start", "end", "name").with_columns(
+        pl.int_range(pl.len()).over("pid", "device", "step", "channel", "name").alias("k"))
+    return comm.select(list(ARRIVAL_SCHEMA)).cast(ARRIVAL_SCHEMA)
+
+
+def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU, ⋃K ∩ ⋃C as disjoint intervals (pid, device, start, end): the only part of the
+    compute union the exposed wait and transfer can lose."""
+    rows = []
+    for (pid, device), k in sorted(kernels.partition_by("pid", "device", as_dict=True).items()):
+        is_comm = k["class"] == COMM
+        c, kk = k.filter(is_comm), k.filter(~is_comm)
+        both = (IntervalSet.from_arrays(c["start"].to_numpy(), c["end"].to_numpy())
+                & IntervalSet.from_arrays(kk["start"].to_numpy(), kk["end"].to_numpy()))
+        if len(both):
+            rows.append(pl.DataFrame({"pid": pid, "device": device, "start": both.starts,
+                                      "end": both.ends}))  # fmt: skip
+    schema = {"pid": pl.Int64, "device": pl.Int64, "start": pl.Int64, "end": pl.Int64}
+    return pl.concat(rows).cast(schema) if rows else pl.DataFrame(schema=schema)
+
+
+def match(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Instances every rank has: the rows with ``last`` (L) and ``wait_end`` = min(L, end);
+    and the incomplete instances (key, ranks that have it). ``table``: arrivals of every rank
+    with a ``rank`` column, times on one clock."""
+    n = table["rank"].n_unique()
+    counts = table.group_by(KEY).agg(pl.col("rank").n_unique().alias("ranks"),
+                                     pl.col("start").max().alias("last"))  # fmt: skip
+    complete = counts.filter(pl.col("ranks") == n)
+    missing = counts.filter(pl.col("ranks") < n).sort(KEY)
+    rows = table.join(complete.select(*KEY, "last"), on=KEY).with_columns(
+        pl.min_horizontal("last", "end").alias("wait_end"))
+    return rows, missing
+
+
+def _exposed(starts: np.ndarray, ends: np.ndarray, busy: IntervalSet) -> tuple[int, int]:
+    s = IntervalSet.from_arrays(starts, ends)
+    return s.length, (s - busy).length
+
+
+def wait_split(rows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, channel): instances, wait, transfer and their exposed parts
+    (:data:`WAIT_SCHEMA`); ``busy``: per rank, ⋃K ∩ ⋃C (:func:`compute_under_comm`) with a
+    ``rank`` column. Loops run per rank and channel, never per kernel."""
+    out = []
+    under = busy.partition_by("rank", as_dict=True)
+    for (rank, channel), g in sorted(rows.partition_by("rank", "channel", as_dict=True).items()):
+        b = under.get((rank,))
+        k = (IntervalSet.from_arrays(b["start"].to_numpy(), b["end"].to_numpy())
+             if b is not None else IntervalSet.empty())  # fmt: skip
+        s, w, e = (g[c].to_numpy() for c in ("start", "wait_end", "end"))
+        wait, exposed_wait = _exposed(s, w, k)
+        transfer, exposed_transfer = _exposed(w, e, k)
+        total = wait + transfer
+        out.append({"rank": rank, "channel": channel, "instances": len(g), "wait_ns": wait,
+                    "transfer_ns": transfer, "exposed_wait_ns": exposed_wait,
+                    "exposed_transfer_ns": exposed_transfer,
+                    "imbalance_pct": 100.0 * wait / total if total else None})  # fmt: skip
+    return pl.DataFrame(out, schema=WAIT_SCHEMA, orient="row")
+
+
+def stragglers(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per channel, the rank that was the single last arrival most often (:data:`STRAGGLER_SCHEMA`;
+    ties between ranks: the smallest label); the wait it caused is the others' wait in those
+    instances. An instance whose latest start two ranks share has no single last rank."""
+    if rows.is_empty():
+        return pl.DataFrame(schema=STRAGGLER_SCHEMA)
+    at_last = rows.filter(pl.col("start") == pl.col("last"))
+    single = at_last.group_by(KEY).agg(pl.len().alias("n"), pl.col("rank").first())
+    single = single.filter(pl.col("n") == 1).drop("n").rename({"rank": "last_rank"})
+    waited = rows.join(single, on=KEY).filter(pl.col("rank") != pl.col("last_rank"))
+    caused = waited.group_by("channel", "last_rank").agg(
+        (pl.col("wait_end") - pl.col("start")).sum().alias("caused_wait_ns"))
+    counts = single.group_by("channel", "last_rank").len("last_count")
+    instances = rows.select(*KEY).unique().group_by("channel").len("instances")
+    best = (counts.join(caused, on=["channel", "last_rank"], how="left")
+            .sort(["channel", "last_count", "last_rank"], descending=[False, True, False])
+            .unique("channel", keep="first", maintain_order=True))  # fmt: skip
+    out = best.join(instances, on="channel").rename({"last_rank": "rank"}).with_columns(
+        pl.col("caused_wait_ns").fill_null(0))
+    return out.select(list(STRAGGLER_SCHEMA)).cast(STRAGGLER_SCHEMA).sort("channel")
+
+
+DAY_NS = 86_400 * 10**9
+
+
+def clock_offset(session_start_ns: int | None, first_ns: int | None) -> tuple[int, str]:
+    """What to add to a file's timestamps to put them on the UTC epoch, and why: nsys writes
+    session-relative timestamps (add the session start), but exports of some setups are on the
+    epoch already (the real 6-rank export: kernels at 1.7e18 ns) and must not be shifted."""
+    if session_start_ns is None:
+        return 0, "no session start in the file: its own clock"
+    if first_ns is not None and first_ns >= session_start_ns - DAY_NS:
+        return 0, "timestamps already on the UTC epoch"
+    return session_start_ns, "session-relative timestamps + session start (utcEpochNs)"
+
+
+def with_rank(df: pl.DataFrame, file: str, shift: int = 0) -> pl.DataFrame:
+    """Rows labelled with their rank (``file:pid:device``, as the per-rank table names them),
+    times moved by ``shift``."""
+    return df.with_columns(
+        pl.format("{}:{}:{}", pl.lit(file), "pid", "device").alias("rank"),
+        pl.col("start") + shift, pl.col("end") + shift,
+    )  # fmt: skip
+
+
+def aligned_by_ends(table: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, the correction that puts its collectives' ends on the ranks' median end (all
+    ranks leave a blocking collective together): the median over matched instances of
+    (median end of the instance − the rank's end); ``spread_ns``: max − min over instances of
+    the ends left after the correction (how well one offset per rank explains them)."""
+    rows, _ = match(table)
+    if rows.is_empty():
+        return pl.DataFrame(schema={"rank": pl.String, "correction_ns": pl.Int64,
+                                    "spread_ns": pl.Int64})  # fmt: skip
+    # relative to the instance's first end: epoch ns (1.7e18) lose ~256 ns as float64
+    rel = pl.col("end") - pl.col("end").min().over(KEY)
+    gaps = rows.with_columns(rel.alias("rel")).with_columns(
+        (pl.col("rel").median().over(KEY) - pl.col("rel")).alias("gap"))
+    corr = gaps.group_by("rank").agg(pl.col("gap").median().round().cast(pl.Int64)
+                                     .alias("correction_ns"))  # fmt: skip
+    left = gaps.join(corr, on="rank").with_columns(
+        (pl.col("end") + pl.col("correction_ns")).alias("moved"))
+    spread = left.group_by(KEY).agg((pl.col("moved").max() - pl.col("moved").min()).alias("s"))
+    worst = int(spread["s"].max()) if len(spread) else 0
+    return corr.with_columns(pl.lit(worst, pl.Int64).alias("spread_ns")).sort("rank")
+
+
+def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
+              align: bool = False) -> Collectives:  # fmt: skip
+    """Match, split and name the straggler over every rank's arrivals (times on one clock);
+    with ``align``, each rank's clock is first corrected so its collectives end with the
+    others' (:func:`aligned_by_ends`), and the corrections join ``offsets``."""
+    if table.is_empty() or table["rank"].n_unique() < 2:
+        return Collectives.none(offsets)
+    if align:
+        corr = aligned_by_ends(table)
+        shift = [pl.col("start") + pl.col("correction_ns").fill_null(0),
+                 pl.col("end") + pl.col("correction_ns").fill_null(0)]  # fmt: skip
+        table = table.join(corr.select("rank", "correction_ns"), on="rank", how="left") \
+            .with_columns(shift).drop("correction_ns")
+        busy = busy.join(corr.select("rank", "correction_ns"), on="rank", how="left") \
+            .with_columns(shift).drop("correction_ns")
+        base = offsets if not offsets.is_empty() else corr.select("rank")
+        offsets = base.join(corr, on="rank", how="left")
+    rows, missing = match(table)
+    return Collectives(
+        offsets=offsets,
+        waits=wait_split(rows, busy),
+        stragglers=stragglers(rows),
+        incomplete=missing,
+        matched=rows.select(KEY).unique().height,
+    )
