@@ -105,7 +105,7 @@ def across_files(analyses: tuple[TraceAnalysis, ...], align: bool = False) -> Co
                     for pid, device in a.gpus.select("pid", "device").iter_rows()]  # fmt: skip
     table = pl.DataFrame(offsets, schema={"rank": pl.String, "offset_ns": pl.Int64,
                                           "basis": pl.String})  # fmt: skip
-    return summarize(pl.concat(arrived), pl.concat(busy), table, align)
+    return summarize(pl.concat(arrived), pl.concat(busy), table, align, n_ranks=len(table))
 
 
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:

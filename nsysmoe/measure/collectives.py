@@ -84,11 +84,12 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(rows).cast(schema) if rows else pl.DataFrame(schema=schema)
 
 
-def match(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Instances every rank has: the rows with ``last`` (L) and ``wait_end`` = min(L, end);
     and the incomplete instances (key, ranks that have it). ``table``: arrivals of every rank
-    with a ``rank`` column, times on one clock."""
-    n = table["rank"].n_unique()
+    with a ``rank`` column, times on one clock; ``n_ranks``: the run's ranks (default: those
+    in the table — a rank without any communication makes every instance incomplete)."""
+    n = table["rank"].n_unique() if n_ranks is None else n_ranks
     counts = table.group_by(KEY).agg(pl.col("rank").n_unique().alias("ranks"),
                                      pl.col("start").max().alias("last"))  # fmt: skip
     complete = counts.filter(pl.col("ranks") == n)
@@ -169,37 +170,39 @@ def with_rank(df: pl.DataFrame, file: str, shift: int = 0) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def aligned_by_ends(table: pl.DataFrame) -> pl.DataFrame:
-    """Per rank, the correction that puts its collectives' ends on the ranks' median end (all
-    ranks leave a blocking collective together): the median over matched instances of
-    (median end of the instance − the rank's end); ``spread_ns``: max − min over instances of
-    the ends left after the correction (how well one offset per rank explains them)."""
-    rows, _ = match(table)
+def aligned_by_ends(table: pl.DataFrame, n_ranks: int | None = None) -> pl.DataFrame:
+    """Per rank, the correction that puts its collectives' ends on those of the reference rank
+    (the first by label; all ranks leave a blocking collective together): the median over
+    matched instances of (reference end − the rank's end), in integer ns. ``spread_ns``: max −
+    min over instances of the ends left after the correction (how well one offset per rank
+    explains them)."""
+    rows, _ = match(table, n_ranks)
     if rows.is_empty():
         return pl.DataFrame(schema={"rank": pl.String, "correction_ns": pl.Int64,
                                     "spread_ns": pl.Int64})  # fmt: skip
-    # relative to the instance's first end: epoch ns (1.7e18) lose ~256 ns as float64
-    rel = pl.col("end") - pl.col("end").min().over(KEY)
-    gaps = rows.with_columns(rel.alias("rel")).with_columns(
-        (pl.col("rel").median().over(KEY) - pl.col("rel")).alias("gap"))
+    ref = rows["rank"].min()
+    ends = rows.filter(pl.col("rank") == ref).select(*KEY, pl.col("end").alias("ref_end"))
+    # integer differences (epoch ns as float64 would lose ~256 ns)
+    gaps = rows.join(ends, on=KEY).with_columns((pl.col("ref_end") - pl.col("end")).alias("gap"))
     corr = gaps.group_by("rank").agg(pl.col("gap").median().round().cast(pl.Int64)
                                      .alias("correction_ns"))  # fmt: skip
     left = gaps.join(corr, on="rank").with_columns(
-        (pl.col("end") + pl.col("correction_ns")).alias("moved"))
+        (pl.col("end") + pl.col("correction_ns") - pl.col("ref_end")).alias("moved"))
     spread = left.group_by(KEY).agg((pl.col("moved").max() - pl.col("moved").min()).alias("s"))
     worst = int(spread["s"].max()) if len(spread) else 0
     return corr.with_columns(pl.lit(worst, pl.Int64).alias("spread_ns")).sort("rank")
 
 
 def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
-              align: bool = False) -> Collectives:  # fmt: skip
+              align: bool = False, n_ranks: int | None = None) -> Collectives:  # fmt: skip
     """Match, split and name the straggler over every rank's arrivals (times on one clock);
     with ``align``, each rank's clock is first corrected so its collectives end with the
     others' (:func:`aligned_by_ends`), and the corrections join ``offsets``."""
-    if table.is_empty() or table["rank"].n_unique() < 2:
+    n_ranks = table["rank"].n_unique() if n_ranks is None else n_ranks
+    if table.is_empty() or n_ranks < 2:
         return Collectives.none(offsets)
     if align:
-        corr = aligned_by_ends(table)
+        corr = aligned_by_ends(table, n_ranks)
         shift = [pl.col("start") + pl.col("correction_ns").fill_null(0),
                  pl.col("end") + pl.col("correction_ns").fill_null(0)]  # fmt: skip
         table = table.join(corr.select("rank", "correction_ns"), on="rank", how="left") \
@@ -208,7 +211,7 @@ def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
             .with_columns(shift).drop("correction_ns")
         base = offsets if not offsets.is_empty() else corr.select("rank")
         offsets = base.join(corr, on="rank", how="left")
-    rows, missing = match(table)
+    rows, missing = match(table, n_ranks)
     return Collectives(
         offsets=offsets,
         waits=wait_split(rows, busy),

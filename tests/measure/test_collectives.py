@@ -1,0 +1,181 @@
+"""Collectives across ranks (nsysmoe.measure.collectives) against a brute force: instances
+matched by plain dictionaries, wait and transfer painted per nanosecond; and the real 6-rank
+all-reduce export against an independent reading of its rows."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsysmoe.api import analyze_many
+from nsysmoe.measure.collectives import (
+    ARRIVAL_SCHEMA,
+    clock_offset,
+    summarize,
+)
+from nsysmoe.parallel import Executor
+
+CHANNELS = ("ep.dispatch", "nccl.allreduce")
+
+
+def tables(ranks):
+    """ranks: per rank, (comm rows (channel, name, step, start, end), compute (start, end))."""
+    arr, busy = [], []
+    for r, (comm, compute) in enumerate(ranks):
+        seen: dict[tuple, int] = defaultdict(int)
+        for ch, name, step, s, e in sorted(comm, key=lambda x: (x[3], x[4], x[1])):
+            k = seen[(ch, name, step)]
+            seen[(ch, name, step)] += 1
+            arr.append((f"r{r}", 1, r, ch, name, step, k, s, e))
+        busy += [(f"r{r}", 1, r, s, e) for s, e in compute]
+    schema = {"rank": pl.String} | ARRIVAL_SCHEMA
+    a = pl.DataFrame(arr, schema=schema, orient="row")
+    b = pl.DataFrame(busy, schema={"rank": pl.String, "pid": pl.Int64, "device": pl.Int64,
+                                   "start": pl.Int64, "end": pl.Int64}, orient="row")
+    return a, b
+
+
+def brute(ranks):
+    n = len(ranks)
+    by_key: dict[tuple, dict[int, tuple[int, int]]] = defaultdict(dict)
+    for r, (comm, _) in enumerate(ranks):
+        seen: dict[tuple, int] = defaultdict(int)
+        for ch, name, step, s, e in sorted(comm, key=lambda x: (x[3], x[4], x[1])):
+            k = seen[(ch, name, step)]
+            seen[(ch, name, step)] += 1
+            by_key[(step, ch, name, k)][r] = (s, e)
+    wait: dict[tuple[int, str], set[int]] = defaultdict(set)
+    transfer: dict[tuple[int, str], set[int]] = defaultdict(set)
+    inst: dict[tuple[int, str], int] = defaultdict(int)
+    last_of: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    caused: dict[tuple[str, int], int] = defaultdict(int)
+    for key, per in by_key.items():
+        if len(per) < n:
+            continue
+        ch = key[1]
+        latest = max(s for s, _ in per.values())
+        lasts = [r for r, (s, _) in per.items() if s == latest]
+        for r, (s, e) in per.items():
+            m = min(latest, e)
+            wait[(r, ch)] |= set(range(s, m))
+            transfer[(r, ch)] |= set(range(m, e))
+            inst[(r, ch)] += 1
+        if len(lasts) == 1:
+            last_of[ch][lasts[0]] += 1
+            caused[(ch, lasts[0])] += sum(min(latest, e) - s for r, (s, e) in per.items()
+                                          if r != lasts[0])  # fmt: skip
+    busy = {r: {t for s, e in compute for t in range(s, e)} for r, (_, compute) in
+            enumerate(ranks)}  # fmt: skip
+    out = {}
+    for (r, ch), n_inst in inst.items():
+        w, t = wait[(r, ch)], transfer[(r, ch)]
+        out[(f"r{r}", ch)] = {"instances": n_inst, "wait_ns": len(w), "transfer_ns": len(t),
+                              "exposed_wait_ns": len(w - busy[r]),
+                              "exposed_transfer_ns": len(t - busy[r])}  # fmt: skip
+    strag = {}
+    for ch, counts in last_of.items():
+        best = sorted(counts.items(), key=lambda kv: (-kv[1], f"r{kv[0]}"))[0]
+        strag[ch] = (f"r{best[0]}", best[1], caused[(ch, best[0])])
+    return out, strag
+
+
+comm_row = st.tuples(st.sampled_from(CHANNELS), st.sampled_from(["a", "b"]), st.integers(0, 1),
+                     st.integers(0, 40), st.integers(0, 15)).map(
+    lambda c: (c[0], c[1], c[2], c[3], c[3] + c[4]))  # fmt: skip
+span = st.tuples(st.integers(0, 50), st.integers(0, 15)).map(lambda x: (x[0], x[0] + x[1]))
+rank = st.tuples(st.lists(comm_row, max_size=6), st.lists(span, max_size=4))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(rank, min_size=2, max_size=4))
+def test_wait_transfer_and_straggler_equal_brute_force(ranks) -> None:
+    a, b = tables(ranks)
+    c = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks))
+    want, strag = brute(ranks)
+    got = {(r["rank"], r["channel"]): r for r in c.waits.iter_rows(named=True)}
+    assert set(got) == set(want)
+    for key, w in want.items():
+        assert {f: got[key][f] for f in w} == w, key
+    got_s = {r["channel"]: (r["rank"], r["last_count"], r["caused_wait_ns"])
+             for r in c.stragglers.iter_rows(named=True)}  # fmt: skip
+    assert got_s == strag
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rank, min_size=2, max_size=4), st.lists(st.integers(-20, 20), min_size=4,
+                                                         max_size=4))  # fmt: skip
+def test_align_by_ends_undoes_a_clock_offset(ranks, shifts) -> None:
+    """Rank clocks shifted by constants: aligning by collective ends gives the same waits as
+    ranks whose collectives end together from the start (instances ending together)."""
+    together = []
+    for comm, compute in ranks:
+        seen: dict[tuple, int] = defaultdict(int)
+        rows = []
+        for ch, n, st_, s, _ in sorted(comm, key=lambda x: (x[3], x[1])):
+            k = seen[(ch, n, st_)]
+            seen[(ch, n, st_)] += 1
+            # an instance's end is the same on every rank, and grows with k
+            rows.append((ch, n, st_, s, 1000 + 100 * st_ + 20 * k + CHANNELS.index(ch)
+                         + 5 * (n == "b")))  # fmt: skip
+        together.append((rows, compute))
+    a, b = tables(together)
+    base = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks))
+    moved = [([(ch, n, st_, s + d, e + d) for ch, n, st_, s, e in comm],
+              [(s + d, e + d) for s, e in compute]) for (comm, compute), d in
+             zip(together, shifts, strict=False)]  # fmt: skip
+    a2, b2 = tables(moved)
+    aligned = summarize(a2, b2, pl.DataFrame(), align=True, n_ranks=len(ranks))
+    if base.matched == 0:
+        return
+    cols = ["rank", "channel", "wait_ns", "transfer_ns"]
+    want = base.waits.select(cols).sort("rank", "channel")
+    assert aligned.waits.select(cols).sort("rank", "channel").equals(want)
+
+
+def test_clock_offset() -> None:
+    assert clock_offset(None, 5) == (0, "no session start in the file: its own clock")
+    assert clock_offset(1_700_000_000 * 10**9, 12_345)[0] == 1_700_000_000 * 10**9
+    assert clock_offset(1_700_000_000 * 10**9, 1_700_000_002 * 10**9)[0] == 0
+
+
+def _independent(paths: list[Path]) -> dict[str, tuple[int, int]]:
+    """Each file's single all-reduce kernel (start, end), read with sqlite3."""
+    out = {}
+    for p in paths:
+        with sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True) as conn:
+            (s, e, pid), = conn.execute(
+                "SELECT start, end, globalPid >> 24 & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL"
+            ).fetchall()  # fmt: skip
+            dev = conn.execute("SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        out[f"{p.name}:{pid}:{dev}"] = (s, e)
+    return out
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_six_rank_allreduce_against_its_rows(traces: Path, align: bool) -> None:
+    paths = sorted((traces / "nsys/nccl-allreduce-6ranks").glob("*.sqlite"))
+    rows = _independent(paths)
+    if align:  # all ranks leave the collective together: every end on the first rank's
+        ref = rows[min(rows)][1]
+        rows = {r: (s + ref - e, ref) for r, (s, e) in rows.items()}
+    latest = max(s for s, _ in rows.values())
+    run = analyze_many([str(p) for p in paths], executor=Executor(1), align=align)
+    c = run.collectives
+    assert c.matched == 1 and set(c.offsets["offset_ns"]) == {0}  # epoch timestamps already
+    got = {r["rank"]: r for r in c.waits.iter_rows(named=True)}
+    assert set(got) == set(rows)
+    for r, (s, e) in rows.items():
+        assert got[r]["wait_ns"] == min(latest, e) - s
+        assert got[r]["transfer_ns"] == e - min(latest, e)
+    last = max(rows, key=lambda r: rows[r][0])
+    assert c.stragglers["rank"].to_list() == [last]
+    if align:
+        assert set(got[r]["transfer_ns"] for r in got) == {e - latest for _, e in rows.values()}
+        # the rank everyone waits for is the one with the least communication time
+        assert last == min(rows, key=lambda r: got[r]["wait_ns"] + got[r]["transfer_ns"])
