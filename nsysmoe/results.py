@@ -122,6 +122,13 @@ class Collectives:
     stragglers: pl.DataFrame
     incomplete: pl.DataFrame
     matched: int = 0
+    #: exposed wait / exposed collective time (%), and the imbalance knobs when it dominates
+    exposed_wait_pct: float | None = None
+    knobs: tuple[str, ...] = ()
+
+    @property
+    def imbalanced(self) -> bool:
+        return bool(self.knobs)
 
     @classmethod
     def none(cls, offsets: pl.DataFrame | None = None) -> Collectives:
@@ -131,6 +138,9 @@ class Collectives:
     def to_dict(self) -> dict[str, object]:
         return {
             "matched_instances": self.matched,
+            "exposed_wait_pct": self.exposed_wait_pct,
+            "verdict": "imbalance / straggler" if self.imbalanced else None,
+            "knobs": list(self.knobs),
             "offsets": self.offsets.to_dicts(),
             "waits": self.waits.to_dicts(),
             "stragglers": self.stragglers.to_dicts(),

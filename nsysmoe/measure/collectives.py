@@ -212,10 +212,41 @@ def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
         base = offsets if not offsets.is_empty() else corr.select("rank")
         offsets = base.join(corr, on="rank", how="left")
     rows, missing = match(table, n_ranks)
+    waits, named = wait_split(rows, busy), stragglers(rows)
     return Collectives(
         offsets=offsets,
-        waits=wait_split(rows, busy),
-        stragglers=stragglers(rows),
+        waits=waits,
+        stragglers=named,
         incomplete=missing,
         matched=rows.select(KEY).unique().height,
+        **wait_verdict(waits, named),
     )
+
+
+#: exposed collective time this much wait means imbalance, not a slow network
+WAIT_SHARE_PCT = 50.0
+IMBALANCE_KNOBS = (
+    "balance the routing (--moe-router-load-balancing-type aux_loss or seq_aux_loss, "
+    "--moe-aux-loss-coeff)",
+    "--moe-expert-capacity-factor (token dropping caps the busiest expert)",
+    "check the straggler rank (a slow GPU, a host hiccup, its data)",
+)
+
+
+def wait_verdict(waits: pl.DataFrame, named: pl.DataFrame) -> dict[str, object]:
+    """``exposed_wait_pct``: exposed wait as a share of exposed collective time, all ranks; at
+    :data:`WAIT_SHARE_PCT` or more the exposed communication is mostly ranks waiting for a late
+    peer (imbalance / straggler), and the knobs are those for it, not a faster dispatcher:
+    routing balance where EP channels wait, even work per rank otherwise, and the straggler."""
+    if waits.is_empty():
+        return {"exposed_wait_pct": None, "knobs": ()}
+    w, t = int(waits["exposed_wait_ns"].sum()), int(waits["exposed_transfer_ns"].sum())
+    share = 100.0 * w / (w + t) if w + t else None
+    if share is None or share < WAIT_SHARE_PCT:
+        return {"exposed_wait_pct": share, "knobs": ()}
+    who = sorted(set(named["rank"])) if not named.is_empty() else []
+    check = (f"check {', '.join(who)}, the straggler (a slow GPU, a host hiccup, its data)",)
+    moe = any(str(c).startswith("ep.") for c in waits["channel"])
+    routing = IMBALANCE_KNOBS[:2] if moe else ("even out the work per rank (batch, sequence "
+                                               "lengths, pipeline stages)",)  # fmt: skip
+    return {"exposed_wait_pct": share, "knobs": routing + (check if who else IMBALANCE_KNOBS[2:])}

@@ -179,3 +179,19 @@ def test_six_rank_allreduce_against_its_rows(traces: Path, align: bool) -> None:
         assert set(got[r]["transfer_ns"] for r in got) == {e - latest for _, e in rows.values()}
         # the rank everyone waits for is the one with the least communication time
         assert last == min(rows, key=lambda r: got[r]["wait_ns"] + got[r]["transfer_ns"])
+
+
+def test_mostly_waiting_is_an_imbalance_verdict() -> None:
+    from nsysmoe.measure.collectives import wait_verdict
+
+    waits = pl.DataFrame({"channel": ["ep.dispatch", "ep.dispatch"], "exposed_wait_ns": [90, 0],
+                          "exposed_transfer_ns": [10, 10]})  # fmt: skip
+    named = pl.DataFrame({"rank": ["r1"]})
+    v = wait_verdict(waits, named)
+    assert v["exposed_wait_pct"] == pytest.approx(900 / 11)
+    assert any("load-balancing-type" in k for k in v["knobs"])
+    assert any("r1" in k for k in v["knobs"])
+    dp = wait_verdict(waits.with_columns(pl.lit("nccl.allreduce").alias("channel")), named)
+    assert not any("moe" in k for k in dp["knobs"]) and dp["knobs"]
+    transfer = wait_verdict(waits.with_columns(pl.lit(1).alias("exposed_wait_ns")), named)
+    assert transfer["knobs"] == ()

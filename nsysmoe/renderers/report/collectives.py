@@ -30,6 +30,13 @@ def collective_blocks(c: Collectives) -> list[Block]:
         f"{r['instances']} instances; the others waited {ms(r['caused_wait_ns'])} ms for it"
         for r in c.stragglers.iter_rows(named=True)
     ]
+    if c.imbalanced:
+        lines.append(f"Wall: imbalance / straggler — {pct(c.exposed_wait_pct)} of the exposed "
+                     "collective time is ranks waiting for a late peer, not moving data; knobs: "
+                     + "; ".join(c.knobs))  # fmt: skip
+    elif c.exposed_wait_pct is not None:
+        lines.append(f"{pct(c.exposed_wait_pct)} of the exposed collective time is waiting for "
+                     "a late peer; the rest is transfer")  # fmt: skip
     if not c.incomplete.is_empty():
         lines.append(f"{len(c.incomplete)} collective instances are missing on some ranks "
                      "(launch counts differ): not matched; --format json lists them")  # fmt: skip
