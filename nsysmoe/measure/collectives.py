@@ -23,12 +23,14 @@ exposed parts can subtract), so many ranks cost little more than reading them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
 from nsysmoe.intervals import IntervalSet
 from nsysmoe.measure.overlap import COMM
-from nsysmoe.results import Collectives
+from nsysmoe.results import Collectives, TraceAnalysis
 
 #: kernels without peers: never matched across ranks
 LOCAL = r"(?i)hybrid_ep::scan|metadata_preprocess|\bscan_kernel\b"
@@ -78,8 +80,10 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
         both = (IntervalSet.from_arrays(c["start"].to_numpy(), c["end"].to_numpy())
                 & IntervalSet.from_arrays(kk["start"].to_numpy(), kk["end"].to_numpy()))
         if len(both):
-            rows.append(pl.DataFrame({"pid": pid, "device": device, "start": both.starts,
-                                      "end": both.ends}))  # fmt: skip
+            n = len(both)
+            rows.append(pl.DataFrame({"pid": np.full(n, pid, np.int64),
+                                      "device": np.full(n, device, np.int64),
+                                      "start": both.starts, "end": both.ends}))  # fmt: skip
     schema = {"pid": pl.Int64, "device": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     return pl.concat(rows).cast(schema) if rows else pl.DataFrame(schema=schema)
 
@@ -250,3 +254,21 @@ def wait_verdict(waits: pl.DataFrame, named: pl.DataFrame) -> dict[str, object]:
     routing = IMBALANCE_KNOBS[:2] if moe else ("even out the work per rank (batch, sequence "
                                                "lengths, pipeline stages)",)  # fmt: skip
     return {"exposed_wait_pct": share, "knobs": routing + (check if who else IMBALANCE_KNOBS[2:])}
+
+
+def across_files(analyses: tuple[TraceAnalysis, ...], align: bool = False) -> Collectives:
+    """Collectives matched over every GPU of every file, each file's times moved onto one clock
+    (its UTC-epoch offset, relative to the earliest file's)."""
+    if not analyses:
+        return Collectives.none()
+    base = min(a.clock_offset_ns for a in analyses)
+    offsets, arrived, busy = [], [], []
+    for a in analyses:
+        shift, name = a.clock_offset_ns - base, Path(a.path).name
+        arrived.append(with_rank(a.arrivals, name, shift))
+        busy.append(with_rank(a.compute_under_comm, name, shift))
+        offsets += [{"rank": f"{name}:{pid}:{device}", "offset_ns": shift, "basis": a.clock_basis}
+                    for pid, device in a.gpus.select("pid", "device").iter_rows()]  # fmt: skip
+    table = pl.DataFrame(offsets, schema={"rank": pl.String, "offset_ns": pl.Int64,
+                                          "basis": pl.String})  # fmt: skip
+    return summarize(pl.concat(arrived), pl.concat(busy), table, align, n_ranks=len(table))
