@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe.measure.channels import CHANNEL_SCHEMA, channel_totals
-from nsysmoe.measure.collectives import summarize, with_rank
+from nsysmoe.measure.collectives import across_files
 from nsysmoe.measure.graphs import combined
 from nsysmoe.results import (
     Collectives,
@@ -88,24 +88,6 @@ def run_analysis(results: list[TraceAnalysis | Failure], align: bool = False) ->
                                          for a in analyses]))  # fmt: skip
     return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs, channels,
                          across_files(analyses, align))  # fmt: skip
-
-
-def across_files(analyses: tuple[TraceAnalysis, ...], align: bool = False) -> Collectives:
-    """Collectives matched over every GPU of every file, each file's times moved onto one clock
-    (its UTC-epoch offset, relative to the earliest file's)."""
-    if not analyses:
-        return Collectives.none()
-    base = min(a.clock_offset_ns for a in analyses)
-    offsets, arrived, busy = [], [], []
-    for a in analyses:
-        shift, name = a.clock_offset_ns - base, Path(a.path).name
-        arrived.append(with_rank(a.arrivals, name, shift))
-        busy.append(with_rank(a.compute_under_comm, name, shift))
-        offsets += [{"rank": f"{name}:{pid}:{device}", "offset_ns": shift, "basis": a.clock_basis}
-                    for pid, device in a.gpus.select("pid", "device").iter_rows()]  # fmt: skip
-    table = pl.DataFrame(offsets, schema={"rank": pl.String, "offset_ns": pl.Int64,
-                                          "basis": pl.String})  # fmt: skip
-    return summarize(pl.concat(arrived), pl.concat(busy), table, align, n_ranks=len(table))
 
 
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:

@@ -542,6 +542,9 @@ class RanksComparison:
     per_rank: pl.DataFrame
     matched: bool
     contract_notes: tuple[str, ...]
+    #: collectives matched across each run's ranks (off, on)
+    collectives_off: Collectives = field(default_factory=Collectives.none)
+    collectives_on: Collectives = field(default_factory=Collectives.none)
 
     def to_polars(self) -> pl.DataFrame:
         """The summed metric table over all rank pairs."""
@@ -554,6 +557,8 @@ class RanksComparison:
             "metrics": [r.to_dict() for r in self.rows],
             "verdicts": [v.to_dict() for v in self.verdicts],
             "per_rank": self.per_rank.to_dicts(),
+            "collectives": {"off": self.collectives_off.to_dict(),
+                            "on": self.collectives_on.to_dict()},
             "failures": [f.to_dict() for f in self.failures],
             "pairs": [p.to_dict() for p in self.pairs],
         }

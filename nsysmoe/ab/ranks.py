@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
+from nsysmoe.measure.collectives import across_files
 from nsysmoe.measure.overlap import hidden_pct
 from nsysmoe.results import Comparison, Failure, MetricRow, RanksComparison
 
@@ -92,5 +93,7 @@ def compare_runs(results: list[Comparison | Failure], n_off: int, n_on: int) -> 
         on_it = pl.concat([p.on.analysis.iterations[col] for p in pairs])
         verdicts.append(judge(next(r for r in rows if r.key == key),
                               noise_floor(off_it, on_it, relative=relative)))  # fmt: skip
+    off = across_files(tuple(p.off.analysis for p in pairs))
+    on = across_files(tuple(p.on.analysis for p in pairs))
     return RanksComparison(pairs, failures, rows, tuple(verdicts), per_rank(pairs),
-                         not notes, tuple(notes))  # fmt: skip
+                         not notes, tuple(notes), off, on)  # fmt: skip

@@ -107,6 +107,10 @@ def comparison_document(rc: RanksComparison) -> Document:
     blocks += [Lines(("WARNING: " + n,)) for n in rc.contract_notes]
     if rc.pairs:
         blocks += [metric_table(rc.rows, rc.verdicts, scope="all ranks"), pair_table(rc)]
+        for label, c in (("off", rc.collectives_off), ("on", rc.collectives_on)):
+            for b in collective_blocks(c):
+                blocks.append(b if isinstance(b, Lines) else
+                              Table(f"{label}: {b.title}", b.header, b.rows, b.right))
     if rc.failures:
         blocks.append(Lines(failure_lines(rc.failures)))
     return Document(tuple(blocks))
