@@ -39,6 +39,7 @@ from nsysmoe.renderers.plot import (
     ranks_figure,
     slug,
     timeline_figure,
+    waits_figure,
     write_figures,
 )
 from nsysmoe.results import (
@@ -212,6 +213,10 @@ def figure_jobs(result: object) -> list[FigureJob]:
         run = side_by_side([result.off.analysis, result.on.analysis])
     if run is not None and len(run.ranks) > 1:
         jobs.append(("ranks", partial(ranks_figure, run)))
+    collectives = run.collectives if isinstance(result, RanksAnalysis) else (
+        result.collectives if isinstance(result, TraceAnalysis) else None)  # fmt: skip
+    if collectives is not None and collectives.matched:
+        jobs.append(("waits", partial(waits_figure, collectives)))
     return jobs
 
 

@@ -22,6 +22,7 @@ from nsysmoe.renderers.plot.breakdown import breakdown_figure
 from nsysmoe.renderers.plot.channels import channels_figure
 from nsysmoe.renderers.plot.ranks import ranks_figure
 from nsysmoe.renderers.plot.timeline import timeline_figure
+from nsysmoe.renderers.plot.waits import waits_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -70,6 +71,7 @@ def _save(fig: Figure, outdir: Path, name: str, formats: Sequence[str]) -> list[
 __all__ = [
     "breakdown_figure",
     "channels_figure",
+    "waits_figure",
     "ranks_figure",
     "slug",
     "timeline_figure",
