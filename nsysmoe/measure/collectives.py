@@ -90,14 +90,18 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
 
 def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Instances every rank has: the rows with ``last`` (L) and ``wait_end`` = min(L, end);
-    and the incomplete instances (key, ranks that have it). ``table``: arrivals of every rank
+    and the incomplete instances (key, ``present_on``: the ranks that have it). ``table``: arrivals of every rank
     with a ``rank`` column, times on one clock; ``n_ranks``: the run's ranks (default: those
     in the table — a rank without any communication makes every instance incomplete)."""
     n = table["rank"].n_unique() if n_ranks is None else n_ranks
     counts = table.group_by(KEY).agg(pl.col("rank").n_unique().alias("ranks"),
                                      pl.col("start").max().alias("last"))  # fmt: skip
     complete = counts.filter(pl.col("ranks") == n)
-    missing = counts.filter(pl.col("ranks") < n).sort(KEY)
+    missing = (
+        table.join(counts.filter(pl.col("ranks") < n).select(KEY), on=KEY)
+        .group_by(KEY).agg(pl.col("rank").unique().sort().alias("present_on"))
+        .sort(KEY)
+    )  # fmt: skip
     rows = table.join(complete.select(*KEY, "last"), on=KEY).with_columns(
         pl.min_horizontal("last", "end").alias("wait_end"))
     return rows, missing

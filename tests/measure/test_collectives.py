@@ -195,3 +195,13 @@ def test_mostly_waiting_is_an_imbalance_verdict() -> None:
     assert not any("moe" in k for k in dp["knobs"]) and dp["knobs"]
     transfer = wait_verdict(waits.with_columns(pl.lit(1).alias("exposed_wait_ns")), named)
     assert transfer["knobs"] == ()
+
+
+def test_instances_some_ranks_lack_are_named_not_matched() -> None:
+    ranks = [([("ep.dispatch", "a", 0, 0, 10), ("ep.dispatch", "a", 0, 20, 30)], []),
+             ([("ep.dispatch", "a", 0, 5, 10)], [])]
+    a, b = tables(ranks)
+    c = summarize(a, b, pl.DataFrame(), n_ranks=2)
+    assert c.matched == 1
+    (row,) = c.incomplete.iter_rows(named=True)
+    assert (row["k"], row["present_on"]) == (1, ["r0"])
