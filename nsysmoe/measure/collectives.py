@@ -90,9 +90,10 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
 
 def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Instances every rank has: the rows with ``last`` (L) and ``wait_end`` = min(L, end);
-    and the incomplete instances (key, ``present_on``: the ranks that have it). ``table``: arrivals of every rank
-    with a ``rank`` column, times on one clock; ``n_ranks``: the run's ranks (default: those
-    in the table — a rank without any communication makes every instance incomplete)."""
+    and the incomplete instances (key, ``present_on``: the ranks that have it). ``table``:
+    arrivals of every rank with a ``rank`` column, times on one clock; ``n_ranks``: the run's
+    ranks (default: those in the table — a rank without any communication makes every instance
+    incomplete)."""
     n = table["rank"].n_unique() if n_ranks is None else n_ranks
     counts = table.group_by(KEY).agg(pl.col("rank").n_unique().alias("ranks"),
                                      pl.col("start").max().alias("last"))  # fmt: skip

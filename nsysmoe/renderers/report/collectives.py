@@ -39,10 +39,11 @@ def collective_blocks(c: Collectives) -> list[Block]:
                      "a late peer; the rest is transfer")  # fmt: skip
     if not c.incomplete.is_empty():
         first = c.incomplete.row(0, named=True)
+        where = ", ".join(first["present_on"][:4])
         lines.append(f"{len(c.incomplete)} collective instances are missing on some ranks "
                      f"(launch counts differ) and are not matched, e.g. {first['channel']} "
-                     f"#{first['k']} of iteration {first['step']} only on "
-                     f"{', '.join(first['present_on'][:4])}; --format json lists them all")  # fmt: skip
+                     f"#{first['k']} of iteration {first['step']} only on {where}; "
+                     "--format json lists them all")  # fmt: skip
     if "correction_ns" in c.offsets.columns:
         spread = c.offsets["spread_ns"].max()
         corr = c.offsets["correction_ns"].drop_nulls()
