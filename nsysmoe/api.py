@@ -88,8 +88,9 @@ def analyze(
     scope: Scope = WHOLE,
     cache_dir: str | Path | None = None,
 ) -> TraceAnalysis:
-    """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``)."""
-    source = pipeline.prepare(_trace(trace, cache_dir), rules)
+    """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``'s
+    windows; ``scope.rank`` still selects one rank)."""
+    source = pipeline.prepare(_trace(trace, cache_dir), rules, scope.rank)
     return pipeline.analyze_trace(source, scope=Scope(window=window) if window else scope)
 
 
@@ -101,15 +102,16 @@ def compare(
     scope: Scope = STEADY,
     cache_dir: str | Path | None = None,
 ) -> Comparison:
-    """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`)."""
+    """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`); with
+    ``scope.rank``, of that rank's GPUs on each side."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # readers and polars release the GIL
         traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
-        sources = list(pool.map(partial(pipeline.prepare, rules=rules), traces))
-        steps = list(pool.map(partial(detect_steps, pattern=scope.step_pattern), traces))
+        sources = list(pool.map(partial(pipeline.prepare, rules=rules, rank=scope.rank), traces))
+        steps = list(pool.map(lambda s: detect_steps(s.trace, scope.step_pattern), sources))
         common = ab.common_scope(*steps, scope)
         a, b = pool.map(lambda src, st: pipeline.analyze_trace(src, scope=common, steps=st),
                         sources, steps)  # fmt: skip
-    return ab.compare(a, b)
+    return ab.compare(a, b, scope=common, steps=(steps[0], steps[1]))
 
 
 def analyze_many(

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from nsysmoe._version import __version__
-from nsysmoe.cli_types import DASK, WINDOW
+from nsysmoe.cli_types import CACHE_HELP, DASK, RANK_HELP, WINDOW
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.model import IterationRange, Window
 
@@ -73,12 +73,8 @@ def cli() -> None:
               help="Run per-file work on a Dask scheduler: 'local' (a LocalCluster), HOST:PORT "
               "or tcp://HOST:PORT (connecting waits up to $NSYSMOE_DASK_TIMEOUT s, default "
               "10).")  # fmt: skip
-@click.option("--cache", "use_cache", is_flag=True,
-              help="Reuse traces read before ($NSYSMOE_CACHE_DIR or ~/.cache/nsysmoe); keyed by "
-              "path, inode, size, mtime and a hash of the content (all of it up to 64 MiB; 64 "
-              "spread blocks of a larger file, so an in-place edit there that keeps size and "
-              "mtime and misses them is not seen). A cache that cannot be written is skipped "
-              "with a warning.")  # fmt: skip
+@click.option("--cache", "use_cache", is_flag=True, help=CACHE_HELP)
+@click.option("--rank", type=click.IntRange(min=0), metavar="R", help=RANK_HELP)
 @click.option("--compat", type=click.Choice(["hta"]), help="Also compute another tool's figure "
               "with its conventions (hta: HolisticTraceAnalysis).")  # fmt: skip
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -90,7 +86,7 @@ def cli() -> None:
 def analyze(
     traces: tuple[str, ...], fmt: str, window: Window | IterationRange | None, skip: int | None,
     step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None,
-    align: str | None, strict: bool,
+    align: str | None, strict: bool, rank: int | None,
     fail_if: tuple[str, ...], jobs: int | None, dask_address: str | None, use_cache: bool,
     compat: str | None, plot_dir: Path | None, output: Path | None, rules_path: Path | None,
     rules_replace: bool,
@@ -112,6 +108,7 @@ def analyze(
         executor=Executor(jobs or default_jobs(), dask_address, _progress),
         cache_dir=cache.default_dir() if use_cache else None, fmt=fmt, output=output,
         strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,
+        rank=rank,
     )  # fmt: skip
     outcome = execute(req)
     for line in outcome.before:

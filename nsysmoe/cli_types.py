@@ -1,5 +1,5 @@
 """Command-line value types: ``--window`` as a click ``ParamType`` (a time window or iterations),
-``--dask`` (a scheduler address, checked before any work)."""
+``--dask`` (a scheduler address, checked before any work); the longer option help texts."""
 
 from __future__ import annotations
 
@@ -84,3 +84,16 @@ class DaskAddressType(click.ParamType):
 
 
 DASK = DaskAddressType()
+
+
+CACHE_HELP = (
+    "Reuse traces read before ($NSYSMOE_CACHE_DIR or ~/.cache/nsysmoe); keyed by path, inode, "
+    "size, mtime and a hash of the content (all of it up to 64 MiB; 64 spread blocks of a larger "
+    "file, so an in-place edit there that keeps size and mtime and misses them is not seen). A "
+    "cache that cannot be written is skipped with a warning."
+)
+RANK_HELP = (
+    "Only this rank's GPUs (every device of its process), on each side of an A/B: the process "
+    "whose pid is R (a PyTorch profiler trace's pid is its rank), else, in an nsys export, the "
+    "R-th process by sorted pid when R < their number. One export per side."
+)

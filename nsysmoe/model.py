@@ -8,7 +8,8 @@ processes in one export are several ranks, even when each calls its GPU device 0
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import polars as pl
@@ -115,6 +116,12 @@ class Trace:
         ).unique()
         return sorted(keys.iter_rows())
 
+    def only_processes(self, pids: Collection[int]) -> Trace:
+        """The trace of these processes only: every table's rows of other pids left out."""
+        keep = pl.col("pid").is_in(list(pids))
+        tables = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
+        return replace(self, **{t: getattr(self, t).filter(keep) for t in tables})
+
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -178,6 +185,9 @@ class Scope:
     numbers: tuple[int, ...] | None = None
     raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
     phase: str | None = None  # more NVTX ranges to measure as step phases (``--phase REGEX``)
+    #: one rank only (``--rank R``): the process whose pid is R, else (nsys) the R-th process by
+    #: sorted pid (:func:`nsysmoe.pipeline.rank_pid`); applied by :func:`~nsysmoe.pipeline.prepare`
+    rank: int | None = None
 
 
 WHOLE = Scope()

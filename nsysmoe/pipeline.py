@@ -47,10 +47,41 @@ from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Win
 from nsysmoe.results import Collectives, Steps, TraceAnalysis, WallVerdict
 
 
-def prepare(trace: Trace, rules: RuleSet | None = None) -> ClassifiedTrace:
+def prepare(trace: Trace, rules: RuleSet | None = None, rank: int | None = None) -> ClassifiedTrace:
     """The trace with its kernels classified (default rules unless given): the only place
-    analyses classify."""
+    analyses classify; with ``rank``, the trace of that rank's process only (:func:`rank_pid`),
+    so everything after measures only its GPUs."""
+    if rank is not None:
+        trace = trace.only_processes([rank_pid(trace, rank)])
     return classify_trace(trace, rules or default_rules())
+
+
+def rank_pid(trace: Trace, rank: int) -> int:
+    """The process ``--rank`` names, among those that ran GPU work: the one whose pid is
+    ``rank`` (a PyTorch profiler trace's pid is its rank); else, in an nsys export (which
+    records no rank), the ``rank``-th process by sorted pid when ``rank`` < their number."""
+    pids = sorted({pid for pid, _ in trace.gpu_keys})
+    if rank in pids:
+        return rank
+    by_position = trace.source_format != "kineto-json"
+    if by_position and 0 <= rank < len(pids):
+        return pids[rank]
+    shown = ", ".join(map(str, pids[:16])) + (", …" if len(pids) > 16 else "")
+    if not pids:
+        have = "no process ran GPU work"
+    elif by_position:
+        have = (f"ranks here: pid {shown}, or 0–{len(pids) - 1} for the processes by sorted "
+                "pid" if len(pids) > 1 else f"ranks here: pid {shown}, or 0")  # fmt: skip
+    else:
+        have = f"ranks here: {shown} (the trace's distributedInfo.rank, else its OS pid)"
+    raise NsysmoeError(f"{trace.path}: no rank {rank} ({have})")
+
+
+def restrict(source: ClassifiedTrace, pids: list[int]) -> ClassifiedTrace:
+    """A classified trace of these processes only (no kernel classified again)."""
+    return ClassifiedTrace(source.trace.only_processes(pids),
+                           source.kernels.filter(pl.col("pid").is_in(pids)),
+                           source.rules_source)  # fmt: skip
 
 
 def resolve_scope(
@@ -89,7 +120,32 @@ def analyze_trace(
         raise NsysmoeError(f"{trace.path}: the export holds no CUDA kernels; nothing to measure")
     steps = detect_steps(trace, scope.step_pattern) if steps is None else steps
     origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
-    window, cpu_window, window_text, kept = resolve_scope(steps, scope, origin)
+    return _measure(source, scope, steps, *resolve_scope(steps, scope, origin))
+
+
+def analyze_process(
+    analysis: TraceAnalysis, pid: int, *, scope: Scope = WHOLE, steps: Steps | None = None
+) -> TraceAnalysis:
+    """One process of an analysis, measured over the analysis' own windows and iterations (so
+    its durations are the process' share of the analysis' sums): an A/B's per-rank values.
+    ``steps``: those the analysis was measured with (detected again when not given)."""
+    if analysis.source is None:
+        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
+    source = restrict(analysis.source, [pid])
+    if source.trace.kernels.is_empty():
+        raise NsysmoeError(f"{analysis.path}: process {pid} ran no CUDA kernels")
+    steps = detect_steps(analysis.source.trace, scope.step_pattern) if steps is None else steps
+    mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline)
+    kept = sorted(analysis.iterations["step"].to_list())
+    return _measure(source, scope, mine, analysis.window, analysis.cpu_window,
+                    analysis.window_text, kept)  # fmt: skip
+
+
+def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window,
+             cpu_window: Window, window_text: str, kept: list[int]) -> TraceAnalysis:  # fmt: skip
+    """Every GPU of a classified trace over resolved windows and iterations."""
+    trace, kernels = source.trace, source.kernels
+    origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
     gpus, classes = per_gpu(kernels, trace.memops, window)
     graphs = graph_summary(trace, kernels, window)
     if int(gpus["kernels"].sum()) + graphs.whole_rows == 0:

@@ -69,6 +69,7 @@ class Request:
     compat: str | None = None
     #: the ``--rules`` file: an input too, which ``output`` may not overwrite
     rules_path: Path | None = None
+    rank: int | None = None  # ``--rank R``: one process of each export (see Scope.rank)
 
     @property
     def ab(self) -> bool:
@@ -77,7 +78,7 @@ class Request:
     @property
     def scope(self) -> Scope:
         scope = make_scope(self.window, self.skip, self.step_range, self.ab)
-        return replace(scope, raw_nvtx=self.raw_nvtx, phase=self.phase)
+        return replace(scope, raw_nvtx=self.raw_nvtx, phase=self.phase, rank=self.rank)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,9 @@ def _execute(req: Request) -> Outcome:
         sides = [[path for arg in req.traces for path in expand(arg)]]
     check_not_inputs(req, [path for side in sides for path in side])
     if sum(len(side) for side in sides) > len(sides):
+        if req.rank is not None:
+            raise UsageError(f"--rank {req.rank} selects a process of one export per side; "
+                             "with a file per rank, pass that rank's files")  # fmt: skip
         return _many(req, sides)
     kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir}
     if len(sides) == 1:
@@ -259,7 +263,8 @@ def _compat(req: Request, paths: list[str]) -> Outcome:
     """Another tool's conventions on every trace (the traces are one job's ranks)."""
     scope = req.scope
     ignored = [name for name, given in (("--fail-if", req.fail_if), ("--plot", req.plot_dir),
-               ("--strict", req.strict), ("--window/--skip/--step-range", scope.steady
+               ("--strict", req.strict), ("--rank", req.rank is not None),
+               ("--window/--skip/--step-range", scope.steady
                or scope.window.bounded)) if given]  # fmt: skip
     if ignored:
         raise UsageError(f"--compat {req.compat} measures whole traces the other tool's way; "

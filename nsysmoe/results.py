@@ -321,8 +321,25 @@ class Side:
 
 
 @dataclass(frozen=True)
+class RankValue:
+    """One metric of one rank of an A/B: the ``rank``-th process by sorted pid of each side
+    (``pid_off``, ``pid_on``; None where that side has fewer processes) and its values."""
+
+    rank: int
+    pid_off: int | None
+    pid_on: int | None
+    off: float | int | None
+    on: float | int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rank": self.rank, "pid_off": self.pid_off, "pid_on": self.pid_on,
+                "off": self.off, "on": self.on}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class MetricRow:
-    """One compared quantity; ``unit`` "pct" is a percentage, its Δ in points."""
+    """One compared quantity; ``unit`` "pct" is a percentage, its Δ in points. ``per_rank``
+    (an A/B of two traces): the same quantity for each rank's process alone."""
 
     key: str
     label: str
@@ -331,6 +348,7 @@ class MetricRow:
     on: float | int | None
     better: Better | None = None  # None: no direction
     note: str = ""
+    per_rank: tuple[RankValue, ...] = ()
 
     @property
     def delta(self) -> float | int | None:
@@ -453,7 +471,8 @@ class Comparison:
                 "checks": [c.to_dict() for c in self.contract.checks],
                 "dispatcher": {"off": self.off.dispatcher, "on": self.on.dispatcher},
             },
-            "metrics": [r.to_dict() for r in self.rows],
+            "metrics": [r.to_dict() | {"per_rank": [v.to_dict() for v in r.per_rank]}
+                        for r in self.rows],
             "verdicts": [v.to_dict() for v in self.verdicts],
             "per_gpu": self.per_gpu.to_dicts(),
             "kernel_changes": self.kernel_changes.to_dicts(),

@@ -17,10 +17,11 @@ from nsysmoe.ab.metrics import (
     top_kernel_changes,
     top_nvtx_changes,
 )
+from nsysmoe.ab.per_rank import with_per_rank
 from nsysmoe.ab.side import measure_side
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
 from nsysmoe.measure.steps import auto_skip
-from nsysmoe.model import Scope
+from nsysmoe.model import WHOLE, Scope
 from nsysmoe.results import Comparison, Steps, TraceAnalysis
 
 JSON_SCHEMA = "nsysmoe.comparison"
@@ -39,11 +40,19 @@ def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
     return replace(scope, numbers=common)
 
 
-def compare(off: TraceAnalysis, on: TraceAnalysis) -> Comparison:
-    """The A/B of two analyses measured over one scope (both must carry their source)."""
+def compare(
+    off: TraceAnalysis,
+    on: TraceAnalysis,
+    *,
+    scope: Scope = WHOLE,
+    steps: tuple[Steps, Steps] | None = None,
+) -> Comparison:
+    """The A/B of two analyses measured over one ``scope`` (both must carry their source; with
+    the ``steps`` they were measured with, a multi-process side's ranks need not detect them
+    again): the metric rows, each with its per-rank values (:mod:`nsysmoe.ab.per_rank`)."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: sides overlap
         a, b = pool.map(measure_side, ("off", "on"), (off, on))
-    rows = tuple(summary_rows(a, b))
+    rows = with_per_rank(tuple(summary_rows(a, b)), a, b, scope=scope, steps=steps)
     verdicts = []
     for key, (col, relative) in JUDGED.items():
         noise = noise_floor(off.iterations[col], on.iterations[col], relative=relative)

@@ -1,0 +1,80 @@
+"""Per-rank values of an A/B: every metric row again for each rank's process alone.
+
+Ranks are paired by position (the i-th process by sorted pid of each side, as ``per_gpu`` pairs
+GPUs: pids differ between runs). Each process is measured once, over its side's own windows and
+iterations (:func:`nsysmoe.pipeline.analyze_process`), with the same row definitions as the
+all-GPU rows, so a rank's durations, counts and NVTX totals are its share of the row's sum.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from nsysmoe.ab.metrics import summary_rows
+from nsysmoe.ab.side import measure_side
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.model import WHOLE, Scope
+from nsysmoe.pipeline import analyze_process
+from nsysmoe.results import MetricRow, RankValue, Side, Steps
+
+Values = dict[str, float | int | None]
+
+
+def pids_of(side: Side) -> list[int]:
+    """The side's processes that ran GPU work in its window, by sorted pid."""
+    return sorted(side.analysis.gpus["pid"].unique().to_list())
+
+
+def side_values(side: Side) -> Values:
+    """Every metric row's value for one side (a side's rows never depend on the other's)."""
+    return {r.key: r.off for r in summary_rows(side, side)}
+
+
+def process_values(side: Side, pid: int, scope: Scope, steps: Steps | None) -> Values:
+    """One process of a side, measured alone; a process with no GPU work in the side's window
+    has no values."""
+    try:
+        one = analyze_process(side.analysis, pid, scope=scope, steps=steps)
+    except NsysmoeError:
+        return {}
+    return side_values(measure_side(side.label, one))
+
+
+def with_per_rank(
+    rows: tuple[MetricRow, ...],
+    off: Side,
+    on: Side,
+    *,
+    scope: Scope = WHOLE,
+    steps: tuple[Steps, Steps] | None = None,
+) -> tuple[MetricRow, ...]:
+    """The rows with ``per_rank`` filled: one :class:`RankValue` per rank position of either
+    side; a side with one process is its own rows' values (nothing measured again)."""
+    pids = pids_of(off), pids_of(on)
+    values: dict[tuple[str, int], Values] = {}
+    with ThreadPoolExecutor(max_workers=4) as pool:  # polars releases the GIL
+        futures = {}
+        for k, side in enumerate((off, on)):
+            if len(pids[k]) == 1:
+                values[(side.label, 0)] = {r.key: r.off if k == 0 else r.on for r in rows}
+                continue
+            st = None if steps is None else steps[k]
+            for i, pid in enumerate(pids[k]):
+                futures[(side.label, i)] = pool.submit(process_values, side, pid, scope, st)
+        values |= {key: future.result() for key, future in futures.items()}
+    n = max(len(pids[0]), len(pids[1]))
+
+    def rank_values(key: str) -> tuple[RankValue, ...]:
+        return tuple(
+            RankValue(i, _at(pids[0], i), _at(pids[1], i),
+                      values.get((off.label, i), {}).get(key),
+                      values.get((on.label, i), {}).get(key))
+            for i in range(n)
+        )  # fmt: skip
+
+    return tuple(replace(r, per_rank=rank_values(r.key)) for r in rows)
+
+
+def _at(items: list[int], i: int) -> int | None:
+    return items[i] if i < len(items) else None
