@@ -54,6 +54,8 @@ def test_jobs_and_dask_give_identical_json(rank_dir: Path, tmp_path: Path) -> No
     doc = json.loads(jobs.read_text())
     assert doc["schema"] == "nsysmoe.run" and len(doc["ranks"]) == 64 and not doc["failures"]
     assert {s["metric"] for s in doc["spread"]} >= {"step_ns", "hidden_pct", "exposed_ns"}
+    # collectives are matched once over the workers' compact arrival tables, either way
+    assert doc["collectives"]["matched_instances"] > 0 and len(doc["collectives"]["waits"]) >= 64
 
 
 def test_ranks_spread_and_straggler(rank_dir: Path) -> None:
