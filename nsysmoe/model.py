@@ -83,6 +83,26 @@ def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """How the run was launched, as the export recorded it, secrets already redacted
+    (:mod:`nsysmoe.io.launch`): command and arguments, working directory, environment, host."""
+
+    command: tuple[str, ...] = ()
+    working_dir: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    system: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"command": list(self.command), "working_dir": self.working_dir,
+                "environment": dict(self.environment), "system": dict(self.system)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Launch:
+        return cls(tuple(d.get("command", ())), d.get("working_dir", ""),
+                   dict(d.get("environment", {})), dict(d.get("system", {})))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Trace:
     """One input trace, read into canonical polars tables plus what the file did not capture."""
 
@@ -107,6 +127,8 @@ class Trace:
     graph_trace: dict[str, str] = field(default_factory=dict)
     #: UTC epoch (ns) of the capture's start (nsys TARGET_INFO_SESSION_START_TIME), if recorded
     session_start_ns: int | None = None
+    #: the command line, environment and host the export recorded, secrets redacted
+    launch: Launch = field(default_factory=Launch)
 
     @property
     def gpu_keys(self) -> list[tuple[int, int]]:

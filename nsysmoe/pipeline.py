@@ -219,6 +219,7 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         compute_under_comm=busy,
         clock_offset_ns=offset,
         clock_basis=basis,
+        launch=trace.launch,
         collectives=summarize(with_rank(arrived, name), with_rank(busy, name), pl.DataFrame(),
                               n_ranks=len(gpus)) if len(gpus) > 1 else Collectives.none(),
         not_captured=dict(trace.not_captured),

@@ -11,13 +11,14 @@ the data model's outputs (a reason the layout states: one hop to any result type
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import polars as pl
 
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.model import ClassifiedTrace, SourceFormat, Window
+from nsysmoe.model import ClassifiedTrace, Launch, SourceFormat, Window
 
 Wall = Literal["memory", "communication", "host overhead", "compute"]
 Unit = Literal["ns", "pct", "count"]
@@ -104,6 +105,27 @@ class Steps:
     def truncated(self) -> list[int]:
         """Last steps left out because the capture ended before they did."""
         return sorted(self.table.filter(~pl.col("complete"))["step"].unique().to_list())
+
+
+#: host facts every report may show (TARGET_INFO_SYSTEM_ENV names)
+HOST_KEYS = ("NvDriverVersion", "CudaDriverVersion", "OsDescription", "Hostname", "CpuCores",
+             "HardwarePlatform")  # fmt: skip
+PERF_ENV = re.compile(
+    r"^(?:NCCL_|NVTE_|TORCH_NCCL_|NVSHMEM_|CUDA_DEVICE_MAX_CONNECTIONS$|CUDA_VISIBLE_DEVICES$"
+    r"|PYTORCH_CUDA_ALLOC_CONF$|OMP_NUM_THREADS$|UB_|DEEPEP_|HYBRID_EP_)"
+)
+
+
+def launch_dict(launch: Launch) -> dict[str, object]:
+    """What an output says of the launch: the command, the variables that change performance,
+    how many variables there were, and the host; every value was redacted by the reader."""
+    return {
+        "command": list(launch.command),
+        "working_dir": launch.working_dir,
+        "environment": {k: v for k, v in launch.environment.items() if PERF_ENV.search(k)},
+        "environment_variables": len(launch.environment),
+        "host": {k: launch.system[k] for k in HOST_KEYS if k in launch.system},
+    }
 
 
 def _by_channel(table: pl.DataFrame, drop: tuple[str, ...]) -> dict[str, dict[str, object]]:
@@ -232,6 +254,7 @@ class TraceAnalysis:
     clock_offset_ns: int  # added to this file's times to put them on the UTC epoch
     clock_basis: str  # why that offset
     collectives: Collectives  # across the GPUs of this file (a multi-process export)
+    launch: Launch = field(default_factory=Launch)  # secrets redacted by the reader
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -282,6 +305,7 @@ class TraceAnalysis:
             "phases": {r.pop("phase"): r for r in self.phase_totals.to_dicts()},
             "layers": self.layer_totals.to_dicts(),
             "clock": {"offset_ns": self.clock_offset_ns, "basis": self.clock_basis},
+            "launch": launch_dict(self.launch),
             "collectives": self.collectives.to_dict(),
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),

@@ -30,11 +30,12 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe._version import __version__
-from nsysmoe.model import Trace
+from nsysmoe.model import Launch, Trace
 
 FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole
 SAMPLES, SAMPLE_BYTES = 64, 64 << 10  # larger files: this many blocks, evenly spread
-FORMAT = 4  # bumped when the canonical tables or the key change (3: content hash, 4: graphs)
+FORMAT = 5  # bumped when the canonical tables or the key change (3: content hash, 4: graphs,
+# 5: session start and launch)
 TABLES = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
 META = tuple(f.name for f in fields(Trace) if f.name not in TABLES)
 
@@ -116,6 +117,7 @@ def load(cache_dir: Path, path: Path, name: str | None = None) -> Trace | None:
             raise ValueError("meta.json does not describe a trace")
         meta["path"] = str(path)
         meta["warnings"] = tuple(meta["warnings"])
+        meta["launch"] = Launch.from_dict(meta["launch"])
         tables = {t: pl.read_ipc(entry / f"{t}.arrow") for t in TABLES}
         return Trace(**meta, **tables)
     except Exception:  # noqa: BLE001 - damaged in any way: rebuilt, never fatal
@@ -137,6 +139,7 @@ def store(cache_dir: Path, path: Path, trace: Trace, name: str | None = None) ->
             getattr(trace, t).write_ipc(tmp / f"{t}.arrow")
         meta = {name: getattr(trace, name) for name in META}
         meta["warnings"] = list(meta["warnings"])
+        meta["launch"] = trace.launch.to_dict()
         (tmp / "meta.json").write_text(json.dumps(meta))
         if entry.exists() or entry.is_symlink():
             _remove(entry)  # an entry without meta.json: left half-deleted, replaced

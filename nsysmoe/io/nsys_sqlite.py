@@ -23,6 +23,7 @@ from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
+from nsysmoe.io.launch import read_launch
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
 from nsysmoe.model import Trace
 
@@ -143,6 +144,7 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         not_captured=not_captured,
         graph_trace=_graph_trace_options(db),
         session_start_ns=_session_start(db),
+        launch=read_launch(db),
     )
     return trace, notes
 

@@ -75,7 +75,8 @@ def test_terminal_and_markdown_say_the_same_tables(results) -> None:
     for kind in HEADLINES:
         doc = document(results[kind])
         tables = [b for b in doc.blocks if isinstance(b, Table)]
-        tables += [t for b in doc.blocks if isinstance(b, Details) for t in b.blocks]
+        tables += [t for b in doc.blocks if isinstance(b, Details) for t in b.blocks
+                   if isinstance(t, Table)]
         term, md = render(results[kind], "terminal"), render(results[kind], "markdown")
         for t in tables:
             assert t.title in term and f"**{t.title}**" in md, (kind, t.title)

@@ -6,7 +6,7 @@ from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, source_t
 from nsysmoe.renderers.document import Caption, Details, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.graphs import graph_lines
-from nsysmoe.results import TraceAnalysis
+from nsysmoe.results import TraceAnalysis, launch_dict
 
 TOP_NVTX = 15
 WARMUP_FACTOR = 1.1  # a first iteration this much slower than the median looks like warm-up
@@ -34,6 +34,9 @@ def document(a: TraceAnalysis) -> Document:
         phase_blocks = [phase_table(a)] + ([layer_table(a)] if not a.layers.is_empty() else [])
         blocks.append(Details("Communication by step phase", tuple(phase_blocks)))
     blocks += [Details("Kernel classes", (class_table(a),)), *optional_tables(a)]
+    if launch := launch_lines(a):
+        blocks.append(Details("Launch (as the export recorded it; secrets redacted)",
+                              (Lines(tuple(launch), style="list"),)))  # fmt: skip
     if a.graphs.present:
         blocks.append(Details("CUDA graphs", (graph_table(a),)))
     if len(a.gpus) > 1 and not a.channels.is_empty():
@@ -144,6 +147,22 @@ def idle_lines(a: TraceAnalysis) -> list[str]:
         lines.append(f"largest idle gap: {ms(top['gap_ns'])} ms at {top['start_ns']:,} ns "
                      f"({top['kind']}{where})")  # fmt: skip
     return lines
+
+
+def launch_lines(a: TraceAnalysis) -> list[str]:
+    """The command, the performance-relevant environment and the host, one item each."""
+    d = launch_dict(a.launch)
+    out = []
+    if d["command"]:
+        out.append("command: " + " ".join(d["command"]))
+    if d["working_dir"]:
+        out.append(f"working directory: {d['working_dir']}")
+    if d["environment"]:
+        out.append("environment: " + ", ".join(f"{k}={v}" for k, v in d["environment"].items())
+                   + f" (of {d['environment_variables']} variables)")  # fmt: skip
+    if d["host"]:
+        out.append("host: " + ", ".join(f"{k} {v}" for k, v in d["host"].items()))
+    return out
 
 
 def graph_table(a: TraceAnalysis) -> Table:
