@@ -39,6 +39,7 @@ from nsysmoe.measure.idle import (
 )
 from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
+from nsysmoe.measure.launch import contract_config
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
 from nsysmoe.measure.phases import layer_totals, phase_pattern, phase_tables, phase_totals
@@ -220,6 +221,7 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         clock_offset_ns=offset,
         clock_basis=basis,
         launch=trace.launch,
+        launch_config=contract_config(trace.launch.command),
         collectives=summarize(with_rank(arrived, name), with_rank(busy, name), pl.DataFrame(),
                               n_ranks=len(gpus)) if len(gpus) > 1 else Collectives.none(),
         not_captured=dict(trace.not_captured),

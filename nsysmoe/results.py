@@ -116,11 +116,13 @@ PERF_ENV = re.compile(
 )
 
 
-def launch_dict(launch: Launch) -> dict[str, object]:
-    """What an output says of the launch: the command, the variables that change performance,
-    how many variables there were, and the host; every value was redacted by the reader."""
+def launch_dict(launch: Launch, config: dict[str, str] | None = None) -> dict[str, object]:
+    """What an output says of the launch: the command, the contract settings parsed from it,
+    the variables that change performance, how many variables there were, and the host; every
+    value was redacted by the reader."""
     return {
         "command": list(launch.command),
+        "config": dict(config or {}),
         "working_dir": launch.working_dir,
         "environment": {k: v for k, v in launch.environment.items() if PERF_ENV.search(k)},
         "environment_variables": len(launch.environment),
@@ -255,6 +257,8 @@ class TraceAnalysis:
     clock_basis: str  # why that offset
     collectives: Collectives  # across the GPUs of this file (a multi-process export)
     launch: Launch = field(default_factory=Launch)  # secrets redacted by the reader
+    #: the contract settings its command line gives (nsysmoe.measure.launch.contract_config)
+    launch_config: dict[str, str] = field(default_factory=dict)
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -305,7 +309,7 @@ class TraceAnalysis:
             "phases": {r.pop("phase"): r for r in self.phase_totals.to_dicts()},
             "layers": self.layer_totals.to_dicts(),
             "clock": {"offset_ns": self.clock_offset_ns, "basis": self.clock_basis},
-            "launch": launch_dict(self.launch),
+            "launch": launch_dict(self.launch, self.launch_config),
             "collectives": self.collectives.to_dict(),
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),

@@ -151,10 +151,12 @@ def idle_lines(a: TraceAnalysis) -> list[str]:
 
 def launch_lines(a: TraceAnalysis) -> list[str]:
     """The command, the performance-relevant environment and the host, one item each."""
-    d = launch_dict(a.launch)
+    d = launch_dict(a.launch, a.launch_config)
     out = []
     if d["command"]:
         out.append("command: " + " ".join(d["command"]))
+    if d["config"]:
+        out.append("contract settings: " + ", ".join(f"{k}={v}" for k, v in d["config"].items()))
     if d["working_dir"]:
         out.append(f"working directory: {d['working_dir']}")
     if d["environment"]:
