@@ -26,7 +26,7 @@ from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.channels import METRICS, channel_table
 from nsysmoe.measure.nvtx import display_name
-from nsysmoe.measure.overlap import COMM
+from nsysmoe.measure.overlap import COMM, hidden_pct_expr
 from nsysmoe.model import WHOLE_TRACE, Window
 
 #: Megatron-Core's EP A2A overlap schedule (``--overlap-moe-expert-parallel-comm``)
@@ -58,33 +58,31 @@ LAYER_SCHEMA: dict[str, pl.DataType] = {
 }  # fmt: skip
 
 
-def phase_totals(phases: pl.DataFrame) -> pl.DataFrame:
-    """All GPUs together per phase (sums; hidden % of the sums), busiest first."""
-    cols = ["instances", "count", "comm_ns", "hidden_ns", "comm_gemm_attn_ns"]
-    schema = {k: v for k, v in PHASE_SCHEMA.items() if k not in ("pid", "device")}
-    if phases.is_empty():
-        return pl.DataFrame(schema=schema)
+def _all_gpus(table: pl.DataFrame, key: str, schema: dict[str, pl.DataType],
+              order: list[pl.Expr | str], descending: list[bool]) -> pl.DataFrame:  # fmt: skip
+    """A per-GPU table summed over GPUs per ``key``, exposed time and hidden % from the sums."""
+    out = {k: v for k, v in schema.items() if k not in ("pid", "device")}
+    if table.is_empty():
+        return pl.DataFrame(schema=out)
+    sums = [c for c in out if c not in (key, "exposed_ns", "hidden_pct")]
     hidden, comm = pl.col("hidden_ns"), pl.col("comm_ns")
     return (
-        phases.group_by("phase").agg(pl.col(*cols).sum())
+        table.group_by(key).agg(pl.col(*sums).sum())
         .with_columns((comm - hidden).alias("exposed_ns"),
-                      pl.when(comm > 0).then(100.0 * hidden / comm).alias("hidden_pct"))
-        .sort(["comm_ns", "phase"], descending=[True, False])
-        .select(list(schema)).cast(schema)
+                      hidden_pct_expr(hidden, comm).alias("hidden_pct"))
+        .sort(order, descending=descending)
+        .select(list(out)).cast(out)
     )  # fmt: skip
+
+
+def phase_totals(phases: pl.DataFrame) -> pl.DataFrame:
+    """All GPUs together per phase (sums; hidden % of the sums), busiest first."""
+    return _all_gpus(phases, "phase", PHASE_SCHEMA, ["comm_ns", "phase"], [True, False])
 
 
 def layer_totals(layers: pl.DataFrame) -> pl.DataFrame:
     """All GPUs together per layer (sums; hidden % of the sums), in layer order."""
-    schema = {k: v for k, v in LAYER_SCHEMA.items() if k not in ("pid", "device")}
-    hidden, comm = pl.col("hidden_ns"), pl.col("comm_ns")
-    return (
-        layers.group_by("layer").agg(pl.col("count", "comm_ns", "hidden_ns",
-                                            "comm_gemm_attn_ns").sum())
-        .with_columns((comm - hidden).alias("exposed_ns"),
-                      pl.when(comm > 0).then(100.0 * hidden / comm).alias("hidden_pct"))
-        .sort("layer").select(list(schema)).cast(schema)
-    )  # fmt: skip
+    return _all_gpus(layers, "layer", LAYER_SCHEMA, ["layer"], [False])
 
 
 def phase_pattern(extra: str | None = None) -> str:
