@@ -101,9 +101,12 @@ def compare(
     rules: RuleSet | None = None,
     scope: Scope = STEADY,
     cache_dir: str | Path | None = None,
+    vary: tuple[str, ...] = (),
+    labels: tuple[str, str] | None = None,
 ) -> Comparison:
     """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`); with
-    ``scope.rank``, of that rank's GPUs on each side."""
+    ``scope.rank``, of that rank's GPUs on each side. ``vary``: the variable under test
+    (``--vary`` names); ``labels``: names of the sides (default: from the variable)."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # readers and polars release the GIL
         traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
         sources = list(pool.map(partial(pipeline.prepare, rules=rules, rank=scope.rank), traces))
@@ -111,7 +114,8 @@ def compare(
         common = ab.common_scope(*steps, scope)
         a, b = pool.map(lambda src, st: pipeline.analyze_trace(src, scope=common, steps=st),
                         sources, steps)  # fmt: skip
-    return ab.compare(a, b, scope=common, steps=(steps[0], steps[1]))
+    return ab.compare(a, b, scope=common, steps=(steps[0], steps[1]), vary=tuple(vary),
+                      labels=labels)  # fmt: skip
 
 
 def analyze_many(
@@ -139,9 +143,13 @@ def compare_many(
     scope: Scope = STEADY,
     executor: Executor | None = None,
     cache_dir: str | Path | None = None,
+    vary: tuple[str, ...] = (),
+    labels: tuple[str, str] | None = None,
 ) -> RanksComparison:
-    """A/B of two runs, rank files paired by sorted order, pairs compared in parallel."""
-    fn = partial(_compare_paths, rules=rules, scope=scope, cache_dir=cache_dir)
+    """A/B of two runs, rank files paired by sorted order, pairs compared in parallel (``vary``
+    and ``labels`` as in :func:`compare`, for every pair)."""
+    fn = partial(_compare_paths, rules=rules, scope=scope, cache_dir=cache_dir, vary=tuple(vary),
+                 labels=labels)  # fmt: skip
     pairs = list(zip(sorted(off), sorted(on), strict=False))
     results = map_files(fn, pairs, executor or Executor(), "comparing rank pairs")
     return compare_runs(results, len(off), len(on))
@@ -155,9 +163,10 @@ def _analyze_path(
 
 
 def _compare_paths(
-    off: str, on: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None
+    off: str, on: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None,
+    vary: tuple[str, ...] = (), labels: tuple[str, str] | None = None,
 ) -> Comparison:
-    c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir)
+    c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary, labels=labels)
     sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None))
              for s in ("off", "on")}  # fmt: skip
     return replace(c, **sides)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from nsysmoe._version import __version__
-from nsysmoe.cli_types import CACHE_HELP, DASK, RANK_HELP, WINDOW
+from nsysmoe.cli_types import CACHE_HELP, DASK, LABELS, LABELS_HELP, RANK_HELP, VARY_HELP, WINDOW
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.model import IterationRange, Window
 
@@ -65,7 +65,9 @@ def cli() -> None:
 @click.option("--phase", help="Regex naming more NVTX ranges to measure as step phases.")
 @click.option("--align", type=click.Choice(["collectives"]),
               help="Many ranks: also align clocks so collectives end together.")
-@click.option("--strict", is_flag=True, help="A/B: a broken measurement contract is an error.")
+@click.option("--vary", multiple=True, metavar="NAME", help=VARY_HELP)
+@click.option("--labels", type=LABELS, help=LABELS_HELP)
+@click.option("--strict", is_flag=True, help="A/B: an unexpected contract difference is an error.")
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Worker processes for many files [all cores].")  # fmt: skip
@@ -86,7 +88,8 @@ def cli() -> None:
 def analyze(
     traces: tuple[str, ...], fmt: str, window: Window | IterationRange | None, skip: int | None,
     step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None,
-    align: str | None, strict: bool, rank: int | None,
+    align: str | None, vary: tuple[str, ...], labels: tuple[str, str] | None, strict: bool,
+    rank: int | None,
     fail_if: tuple[str, ...], jobs: int | None, dask_address: str | None, use_cache: bool,
     compat: str | None, plot_dir: Path | None, output: Path | None, rules_path: Path | None,
     rules_replace: bool,
@@ -108,7 +111,7 @@ def analyze(
         executor=Executor(jobs or default_jobs(), dask_address, _progress),
         cache_dir=cache.default_dir() if use_cache else None, fmt=fmt, output=output,
         strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,
-        rank=rank,
+        rank=rank, vary=vary, labels=labels,
     )  # fmt: skip
     outcome = execute(req)
     for line in outcome.before:

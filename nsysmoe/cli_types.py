@@ -97,3 +97,32 @@ RANK_HELP = (
     "whose pid is R (a PyTorch profiler trace's pid is its rank), else, in an nsys export, the "
     "R-th process by sorted pid when R < their number. One export per side."
 )
+
+
+class LabelsType(click.ParamType):
+    """``OFF,ON``: two different, non-empty names for the sides of an A/B."""
+
+    name = "OFF,ON"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, str]:  # fmt: skip
+        if isinstance(value, tuple):
+            return value  # type: ignore[return-value]
+        parts = [p.strip() for p in str(value).split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise click.BadParameter(f"{value!r}: give two names separated by one comma, e.g. "
+                                     "'overlap off,overlap on'")  # fmt: skip
+        if parts[0] == parts[1]:
+            raise click.BadParameter(f"{value!r}: the two names must differ")
+        return parts[0], parts[1]
+
+
+LABELS = LabelsType()
+
+VARY_HELP = (
+    "A/B: the variable under test (repeat for several): a setting of the command line "
+    "(overlap_moe_expert_parallel_comm, --expert-model-parallel-size), an environment variable "
+    "(NCCL_ALGO), a version (nsys, driver, cuda) or a kernel channel whose counts may change "
+    "(nccl, ep.dispatch). Undeclared, the one setting that differs is taken."
+)
+LABELS_HELP = "A/B: names of the two sides [from the variable under test, else the file names]."

@@ -44,6 +44,7 @@ from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
 from nsysmoe.measure.phases import layer_totals, phase_pattern, phase_tables, phase_totals
 from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
+from nsysmoe.measure.validity import caveats
 from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
 from nsysmoe.results import Collectives, Steps, TraceAnalysis, WallVerdict
 
@@ -187,6 +188,7 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
     busy = compute_under_comm(in_window)
     offset, basis = clock_offset(trace.session_start_ns, origin)
     name = Path(trace.path).name
+    config = contract_config(trace.launch.command)
     iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
     return TraceAnalysis(
         path=trace.path,
@@ -221,7 +223,8 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         clock_offset_ns=offset,
         clock_basis=basis,
         launch=trace.launch,
-        launch_config=contract_config(trace.launch.command),
+        launch_config=config,
+        caveats=caveats(config, dispatcher),
         collectives=summarize(with_rank(arrived, name), with_rank(busy, name), pl.DataFrame(),
                               n_ranks=len(gpus)) if len(gpus) > 1 else Collectives.none(),
         not_captured=dict(trace.not_captured),

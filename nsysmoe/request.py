@@ -70,6 +70,8 @@ class Request:
     #: the ``--rules`` file: an input too, which ``output`` may not overwrite
     rules_path: Path | None = None
     rank: int | None = None  # ``--rank R``: one process of each export (see Scope.rank)
+    vary: tuple[str, ...] = ()  # ``--vary``: the A/B's variable under test
+    labels: tuple[str, str] | None = None  # ``--labels OFF,ON``
 
     @property
     def ab(self) -> bool:
@@ -140,10 +142,12 @@ def _execute(req: Request) -> Outcome:
     if len(sides) == 1:
         result = api.analyze(sides[0][0], **kw)
         return _report(req, result, Gate.of(req.fail_if, result))
-    comparison = api.compare(sides[0][0], sides[1][0], **kw)
+    comparison = api.compare(sides[0][0], sides[1][0], **kw, vary=req.vary, labels=req.labels)
     error = None
     if req.strict and not comparison.contract.matched:
-        error = f"--strict: measurement contract {comparison.contract.summary()}"
+        note = comparison.contract.note
+        error = (f"--strict: measurement contract {comparison.contract.summary()}"
+                 + (f"; {note}" if note else ""))  # fmt: skip
     return _report(req, comparison, Gate.of(req.fail_if, comparison), error=error)
 
 
@@ -235,7 +239,7 @@ def _many(req: Request, sides: list[list[str]]) -> Outcome:
         gate, bad, error, before = Gate.of(req.fail_if, run), run.failures, None, ()
         result: object = run
     else:
-        rc = api.compare_many(sides[0], sides[1], **kw)
+        rc = api.compare_many(sides[0], sides[1], **kw, vary=req.vary, labels=req.labels)
         if not rc.pairs:
             raise NsysmoeError(f"no rank pair could be compared; first: {_first(rc.failures)}")
         gate, bad, result = Gate.of(req.fail_if, rc), rc.failures, rc

@@ -116,6 +116,18 @@ PERF_ENV = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class Caveat:
+    """Why a trace's timing is not what its command line claims (:mod:`nsysmoe.measure.validity`):
+    ``code`` ``backend_not_in_use`` or ``benchmark_only``; ``text`` says it to a reader."""
+
+    code: str
+    text: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "text": self.text}
+
+
 def launch_dict(launch: Launch, config: dict[str, str] | None = None) -> dict[str, object]:
     """What an output says of the launch: the command, the contract settings parsed from it,
     the variables that change performance, how many variables there were, and the host; every
@@ -259,6 +271,7 @@ class TraceAnalysis:
     launch: Launch = field(default_factory=Launch)  # secrets redacted by the reader
     #: the contract settings its command line gives (nsysmoe.measure.launch.contract_config)
     launch_config: dict[str, str] = field(default_factory=dict)
+    caveats: tuple[Caveat, ...] = ()  # the timing is not what the command line claims
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
@@ -310,6 +323,7 @@ class TraceAnalysis:
             "layers": self.layer_totals.to_dicts(),
             "clock": {"offset_ns": self.clock_offset_ns, "basis": self.clock_basis},
             "launch": launch_dict(self.launch, self.launch_config),
+            "caveats": [c.to_dict() for c in self.caveats],
             "collectives": self.collectives.to_dict(),
             "graphs": self.graphs.to_dict(),
             "nvtx": self.nvtx.select("name", "style", "count", "total_ns").to_dicts(),
@@ -329,6 +343,8 @@ class TraceAnalysis:
 class Side:
     """An analysed trace over its window, with window-limited facts for the comparison.
 
+    ``label``: "off" or "on" (its place in the A/B); ``name``: what reports call it
+    (``--labels``, else from the variable under test or the file name; "off"/"on" until then);
     ``kernel_names``: name, count, sum_ns, class (kernels in the window);
     ``compute_kernels``: class, count, sum_ns, median_ns for GEMM and attention;
     ``nvtx``: normalised name, count, total_ns (CPU side) of ranges in the window;
@@ -340,12 +356,18 @@ class Side:
     label: str
     analysis: TraceAnalysis
     kernel_names: pl.DataFrame
+    kernel_channels: pl.DataFrame  # name, class, channel (None: compute), count
     compute_kernels: pl.DataFrame
     nvtx: pl.DataFrame
     phases_gpu: pl.DataFrame
     gpu_models: tuple[str, ...]
     ranks: int
     dispatcher: Dispatcher
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.label)
 
 
 @dataclass(frozen=True)
@@ -415,26 +437,58 @@ class Verdict:
                 "noise_source": self.noise_source}  # fmt: skip
 
 
+#: how a contract row bears on the comparison: ``same`` on both sides; ``variable`` (the variable
+#: under test); ``consequence`` (a difference the variable under test explains); ``incidental``
+#: (differs, bears not on performance: job ids, ports, output paths); ``unexpected`` (breaks the
+#: contract)
+Role = Literal["same", "variable", "consequence", "incidental", "unexpected"]
+
+
 @dataclass(frozen=True)
 class Check:
-    """One clause of the measurement contract: both sides' values and whether they agree."""
+    """One clause of the measurement contract: both sides' values and how they bear on it."""
 
     name: str
     off: str
     on: str
-    ok: bool
+    role: Role = "same"
     detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.role != "unexpected"
 
     def to_dict(self) -> dict[str, object]:
         return {"check": self.name, "off": self.off, "on": self.on, "ok": self.ok,
-                "detail": self.detail}  # fmt: skip
+                "role": self.role, "detail": self.detail}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Variable:
+    """The variable under test of an A/B: ``key`` as ``--vary`` names it (a contract setting, an
+    option, an environment variable or a kernel channel: ``kind``), each side's value (None: not
+    set or not recorded), and whether ``--vary`` declared it or it was inferred as the one
+    setting that differs."""
+
+    key: str
+    kind: Literal["config", "option", "environment", "channel", "version"]
+    off: str | None
+    on: str | None
+    declared: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"key": self.key, "kind": self.kind, "off": self.off, "on": self.on,
+                "declared": self.declared}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Contract:
-    """The measurement contract: matched when every check agrees."""
+    """The measurement contract: matched when no row is unexpected. ``variables``: the variable
+    under test (declared or inferred); ``note``: how it was found, or how to declare it."""
 
     checks: tuple[Check, ...]
+    variables: tuple[Variable, ...] = ()
+    note: str = ""
 
     @property
     def matched(self) -> bool:
@@ -446,9 +500,16 @@ class Contract:
 
     def summary(self) -> str:
         if self.matched:
-            return "matched: " + ", ".join(c.name for c in self.checks) + " agree"
+            under = (" apart from the variable under test ("
+                     + ", ".join(v.key for v in self.variables) + ")") if self.variables else ""
+            return f"matched{under}: " + ", ".join(
+                c.name for c in self.checks if c.role == "same") + " agree"
         return "NOT matched: " + "; ".join(f"{c.name} differs ({c.detail or c.off + ' vs ' + c.on})"
                                            for c in self.failures)  # fmt: skip
+
+    def to_dict(self) -> dict[str, object]:
+        return {"matched": self.matched, "variables": [v.to_dict() for v in self.variables],
+                "note": self.note, "checks": [c.to_dict() for c in self.checks]}
 
 
 @dataclass(frozen=True)
@@ -494,11 +555,9 @@ class Comparison:
         return {
             "off": self.off.analysis.to_dict(),
             "on": self.on.analysis.to_dict(),
-            "contract": {
-                "matched": self.contract.matched,
-                "checks": [c.to_dict() for c in self.contract.checks],
-                "dispatcher": {"off": self.off.dispatcher, "on": self.on.dispatcher},
-            },
+            "labels": {"off": self.off.name, "on": self.on.name},
+            "contract": self.contract.to_dict()
+            | {"dispatcher": {"off": self.off.dispatcher, "on": self.on.dispatcher}},
             "metrics": [r.to_dict() | {"per_rank": [v.to_dict() for v in r.per_rank]}
                         for r in self.rows],
             "verdicts": [v.to_dict() for v in self.verdicts],
@@ -592,6 +651,8 @@ class RanksComparison:
     #: collectives matched across each run's ranks (off, on)
     collectives_off: Collectives = field(default_factory=Collectives.none)
     collectives_on: Collectives = field(default_factory=Collectives.none)
+    #: what the runs are called: the pairs' labels where they all agree, else "off"/"on"
+    labels: tuple[str, str] = ("off", "on")
 
     def to_polars(self) -> pl.DataFrame:
         """The summed metric table over all rank pairs."""
@@ -599,6 +660,7 @@ class RanksComparison:
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "labels": {"off": self.labels[0], "on": self.labels[1]},
             "matched": self.matched,
             "contract_notes": list(self.contract_notes),
             "metrics": [r.to_dict() for r in self.rows],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from nsysmoe.ab.contract import check_contract
+from nsysmoe.ab.contract import check_contract, variables_of
 from nsysmoe.ab.metrics import (
     per_gpu_rows,
     step_change,
@@ -19,6 +19,7 @@ from nsysmoe.ab.metrics import (
 )
 from nsysmoe.ab.per_rank import with_per_rank
 from nsysmoe.ab.side import measure_side
+from nsysmoe.ab.variables import labels as side_labels
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
 from nsysmoe.measure.steps import auto_skip
 from nsysmoe.model import WHOLE, Scope
@@ -46,12 +47,19 @@ def compare(
     *,
     scope: Scope = WHOLE,
     steps: tuple[Steps, Steps] | None = None,
+    vary: tuple[str, ...] = (),
+    labels: tuple[str, str] | None = None,
 ) -> Comparison:
     """The A/B of two analyses measured over one ``scope`` (both must carry their source; with
     the ``steps`` they were measured with, a multi-process side's ranks need not detect them
-    again): the metric rows, each with its per-rank values (:mod:`nsysmoe.ab.per_rank`)."""
+    again): the metric rows, each with its per-rank values (:mod:`nsysmoe.ab.per_rank`), and
+    the contract with its variable under test (``vary``: the ``--vary`` names), the sides
+    called ``labels`` (default: from the variable, else the file names)."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: sides overlap
         a, b = pool.map(measure_side, ("off", "on"), (off, on))
+    variables, note = variables_of(a, b, vary)
+    name_off, name_on = side_labels(variables, (off.path, on.path), labels)
+    a, b = replace(a, name=name_off), replace(b, name=name_on)
     rows = with_per_rank(tuple(summary_rows(a, b)), a, b, scope=scope, steps=steps)
     verdicts = []
     for key, (col, relative) in JUDGED.items():
@@ -60,7 +68,7 @@ def compare(
     return Comparison(
         off=a,
         on=b,
-        contract=check_contract(a, b),
+        contract=check_contract(a, b, variables, note),
         rows=rows,
         verdicts=tuple(verdicts),
         per_gpu=per_gpu_rows(a, b),

@@ -95,5 +95,7 @@ def compare_runs(results: list[Comparison | Failure], n_off: int, n_on: int) -> 
                               noise_floor(off_it, on_it, relative=relative)))  # fmt: skip
     off = across_files(tuple(p.off.analysis for p in pairs))
     on = across_files(tuple(p.on.analysis for p in pairs))
+    named = {(p.off.name, p.on.name) for p in pairs}
+    labels = named.pop() if len(named) == 1 else ("off", "on")
     return RanksComparison(pairs, failures, rows, tuple(verdicts), per_rank(pairs),
-                         not notes, tuple(notes), off, on)  # fmt: skip
+                         not notes, tuple(notes), off, on, labels)  # fmt: skip

@@ -44,6 +44,8 @@ def measure_side(label: str, analysis: TraceAnalysis) -> Side:
         label=label,
         analysis=analysis,
         kernel_names=names_in_window(kernels),
+        kernel_channels=kernels.group_by("name", "class", "channel").agg(
+            pl.len().cast(pl.Int64).alias("count")).sort("name", "channel", nulls_last=True),
         compute_kernels=compute_kernel_stats(kernels),
         nvtx=nvtx,
         phases_gpu=phases_gpu,

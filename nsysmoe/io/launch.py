@@ -5,7 +5,8 @@ reader, so no later stage and no output can ever hold one.
 nsys writes the launch into ``META_DATA_CAPTURE`` (``PROCESS_n:COMMAND``, ``…:ARGUMENT_k``,
 ``…:WORKING_DIR``, ``…:ENVIRONMENT_VARIABLE`` rows of ``NAME="value"``) and the host into
 ``TARGET_INFO_SYSTEM_ENV`` (``NvDriverVersion``, ``CudaDriverVersion``, ``OsDescription``,
-``DeviceEnvironment`` — the environment again, as ``K=V;K=V``). Real exports hold API keys and
+``DeviceEnvironment`` — the environment again, as ``K=V;K=V``, or NUL-separated in exports of
+nsys 2022.4 and older). Real exports hold API keys and
 task secrets in both places (the shared ``nsysai-2gpu-*`` exports do).
 
 Redacted (:func:`redact`): the value of any variable or option whose name looks like a
@@ -114,8 +115,8 @@ def read_launch(db: Db) -> Launch:
         for name, value in db.conn.execute(f"SELECT name, value FROM {t}"):
             if not isinstance(name, str) or not isinstance(value, str):
                 continue
-            if name == "DeviceEnvironment":  # the environment again: K=V;K=V
-                for part in value.split(";"):
+            if name == "DeviceEnvironment":  # the environment again: K=V;K=V (NUL-separated
+                for part in value.split("\x00" if "\x00" in value else ";"):  # before 2022.4)
                     if m := _ENV_ROW.match(part):
                         env.setdefault(m.group(1), redact(m.group(1), _unquote(m.group(2))))
                 continue

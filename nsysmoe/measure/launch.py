@@ -9,6 +9,8 @@ Both spellings map to one canonical name (:data:`CONTRACT_KEYS`); a flag given w
 
 from __future__ import annotations
 
+import re
+
 #: canonical contract key -> the option / override names that set it (last dotted part,
 #: dashes as underscores)
 CONTRACT_KEYS: dict[str, tuple[str, ...]] = {
@@ -46,30 +48,61 @@ CONTRACT_KEYS: dict[str, tuple[str, ...]] = {
 _BY_NAME = {name: key for key, names in CONTRACT_KEYS.items() for name in names}
 
 
-def _canonical(name: str) -> str | None:
-    return _BY_NAME.get(name.lstrip("-").rsplit(".", 1)[-1].replace("-", "_").lower())
+def option_name(name: str) -> str:
+    """An option or override name in one spelling: no leading dashes, dashes as underscores,
+    lower case (``--Expert-Model-Parallel-Size`` and ``expert_model_parallel_size`` agree)."""
+    return name.lstrip("-").replace("-", "_").lower()
 
 
-def contract_config(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """The contract settings found on the command line, by canonical key (values as given;
-    a repeated option keeps its last value, several values after one option are joined by
-    spaces: ``--cuda-graph-scope attn moe_router``)."""
-    out: dict[str, str] = {}
+def canonical(name: str) -> str | None:
+    """The contract key an option or override name sets (its last dotted part), if any."""
+    return _BY_NAME.get(option_name(name).rsplit(".", 1)[-1])
+
+
+def parse_argv(argv: tuple[str, ...] | list[str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """A command line as (options, positionals): every ``--name V``, ``--name=V``, ``-n V`` and
+    ``key=value`` by :func:`option_name` (a repeated option keeps its last value, several
+    values after one option are joined by spaces: ``--cuda-graph-scope attn moe_router``; a
+    flag without a value is ``true``), and the other words in order (program, script: a word
+    ending in ``.py`` or ``.sh`` is never an option's value)."""
+    options: dict[str, str] = {}
+    positionals: list[str] = []
     args = list(argv)
     i = 0
     while i < len(args):
         arg = args[i]
-        name, eq, value = arg.partition("=")
-        key = _canonical(name) if (arg.startswith("-") or eq) else None
         i += 1
-        if key is None:
+        name, eq, value = arg.partition("=")
+        if eq and (arg.startswith("-") or _OVERRIDE.match(name)):
+            options[option_name(name)] = value
             continue
-        if eq:
-            out[key] = value
+        if not arg.startswith("-") or arg == "-" or _NUMBER.match(arg):
+            positionals.append(arg)
             continue
         values = []
-        while i < len(args) and not args[i].startswith("-") and "=" not in args[i]:
+        while i < len(args) and not _starts_option(args[i]) and "=" not in args[i] \
+                and not args[i].endswith(_SCRIPTS):  # fmt: skip
             values.append(args[i])
             i += 1
-        out[key] = " ".join(values) if values else "true"
+        options[option_name(arg)] = " ".join(values) if values else "true"
+    return options, tuple(positionals)
+
+
+_OVERRIDE = re.compile(r"^\+{0,2}[A-Za-z_][\w.-]*$")  # Hydra: key=value, +key=value, ++key=value
+_NUMBER = re.compile(r"^-\d")
+_SCRIPTS = (".py", ".sh")  # a word ending so is the script, not an option's value
+
+
+def _starts_option(arg: str) -> bool:
+    return arg.startswith("-") and arg != "-" and not _NUMBER.match(arg)
+
+
+def contract_config(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """The contract settings found on the command line, by canonical key (values as given;
+    see :func:`parse_argv`)."""
+    options, _ = parse_argv(argv)
+    out: dict[str, str] = {}
+    for name, value in options.items():
+        if (key := canonical(name)) is not None:
+            out[key] = value
     return out

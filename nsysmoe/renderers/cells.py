@@ -42,3 +42,13 @@ def window_text(a: TraceAnalysis) -> str:
     lo = "start" if w.start_ns is None else f"{w.start_ns:,} ns"
     hi = "end" if w.end_ns is None else f"{w.end_ns:,} ns"
     return f"{a.window_text}: [{lo}, {hi})"
+
+
+def versus(a: str, b: str) -> str:
+    """Two side names as one phrase, their common leading words said once ("overlap off vs on",
+    "ep=8 vs ep=16")."""
+    wa, wb = a.split(" "), b.split(" ")
+    n = 0
+    while n < min(len(wa), len(wb)) - 1 and wa[n] == wb[n]:
+        n += 1
+    return " ".join(wa[:n] + [" ".join(wa[n:]), "vs", " ".join(wb[n:])])

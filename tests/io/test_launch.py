@@ -89,3 +89,17 @@ def test_redaction_rules() -> None:
             "db.password=hunter2", "--tp", "2"]  # fmt: skip
     assert redact_argv(argv) == ["train.py", "--api-key", REDACTED, f"--wandb_token={REDACTED}",
                                  "lr=3e-4", f"db.password={REDACTED}", "--tp", "2"]  # fmt: skip
+
+
+def test_a_nul_separated_environment_is_split() -> None:
+    """nsys 2022.4 exports store ``DeviceEnvironment`` NUL-separated (values hold ``;``): every
+    variable is read on its own, as plain sqlite3 splits it."""
+    path = require_shared() / "nsys" / "nersc-ddp-4gpu-baseline.sqlite"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        (raw,) = db.execute(
+            "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'").fetchone()
+    names = {part.split("=", 1)[0] for part in raw.split("\x00") if "=" in part}
+    env = load(str(path)).launch.environment
+    assert len(names) > 300 and set(env) == names
+    assert not any("\x00" in v for v in env.values())
+    assert env["WORLD_SIZE"] == "4" and env["NSIGHT_SYSTEMS_VERSION"] == "2021.3.2.4"

@@ -275,7 +275,7 @@ def test_channel_chart_bars_carry_the_channel_totals(comparison) -> None:
     n = 0
     for side in (comparison.off, comparison.on):
         for row in side.analysis.channel_totals.iter_rows(named=True):
-            key = f"{side.label} {row['channel']}"
+            key = f"{side.name} {row['channel']}"
             left, exposed = got[f"{key} exposed_ns"]
             hidden_left, hidden = got[f"{key} hidden_ns"]
             assert left == 0 and exposed == pytest.approx(row["exposed_ns"], abs=1e-3)
@@ -287,8 +287,8 @@ def test_channel_chart_bars_carry_the_channel_totals(comparison) -> None:
             n += 2
     assert len(got) == n == 12
     ticks = tick_labels(fig)
-    assert ticks == ["ep.dispatch   off", "on", "ep.combine   off", "on",
-                     "nccl.allreduce   off", "on"]  # fmt: skip
+    assert ticks == ["ep.dispatch   overlap off", "overlap on", "ep.combine   overlap off",
+                     "overlap on", "nccl.allreduce   overlap off", "overlap on"]  # fmt: skip
 
 
 @needs_mpl
@@ -301,8 +301,8 @@ def test_channel_chart_with_a_channel_on_one_side_only_and_with_none(comparison)
         on, channel_totals=pl.concat([only, extra]))))  # fmt: skip
     fig = channels_figure(c)
     ticks = tick_labels(fig)
-    assert ticks[::2] == ["ep.dispatch   off", "ep.combine   off", "nccl.allreduce   off",
-                          "my.channel   off"]  # fmt: skip
+    assert ticks[::2] == ["ep.dispatch   overlap off", "ep.combine   overlap off",
+                          "nccl.allreduce   overlap off", "my.channel   overlap off"]  # fmt: skip
     assert sum(" absent on this side" == t.get_text() for t in fig.axes[0].texts) == 2
     assert "on ep.combine exposed_ns" not in bar_values(fig)
     empty = replace(

@@ -129,8 +129,8 @@ def test_heading_and_lines_blocks_reach_every_format(results) -> None:
     doc = document(results["comparison"])
     assert isinstance(doc.blocks[0], Heading) and isinstance(doc.blocks[1], Lines)
     md = render(results["comparison"], "markdown")
-    assert md.startswith("### nsysmoe A/B: overlap off vs on\n\n> off: ")
-    assert render(results["comparison"], "terminal").startswith("off: ")
+    assert md.startswith("### nsysmoe A/B: overlap off vs on\n\n> overlap off: ")
+    assert render(results["comparison"], "terminal").startswith("overlap off: ")
     assert "<h3>nsysmoe A/B: overlap off vs on</h3>" in render(results["comparison"], "html")
 
 

@@ -43,7 +43,7 @@ def breakdown_figure(comparison: Comparison, parts: dict[str, dict[str, int]]) -
     ax.set_xlabel("GPU time in the analysed window (ms, summed over GPUs)")
     grid(ax, "x")
     _legend(fig, parts, used, sides)
-    fig.suptitle("Where the GPU time went, overlap " + " vs ".join(s.label for s in sides)
+    fig.suptitle("Where the GPU time went, " + " vs ".join(s.name for s in sides)
                  + "\n" + windows_line(sides), fontsize=10.5)  # fmt: skip
     return fig
 
@@ -75,14 +75,14 @@ def _legend(fig: Figure, parts: dict[str, dict[str, int]], used: list[str],
         for p in used
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8.5, frameon=False,
-               title=f"values: {' → '.join(s.label for s in sides)}",
+               title=f"values: {' → '.join(s.name for s in sides)}",
                title_fontsize=8.5)  # fmt: skip
 
 
 def _side_label(side: Side) -> str:
     n = len(side.analysis.gpus)
     hidden = pct_label(side.analysis.totals.hidden_pct)
-    return f"overlap {side.label}\n{hidden} of comm hidden\n{n} GPU{'s' if n != 1 else ''}"
+    return f"{side.name}\n{hidden} of comm hidden\n{n} GPU{'s' if n != 1 else ''}"
 
 
 def windows_line(sides: Sequence[Side]) -> str:
@@ -91,5 +91,5 @@ def windows_line(sides: Sequence[Side]) -> str:
     if len(set(texts)) == 1:
         line = f"window (both sides): {texts[0]}"
     else:
-        line = "; ".join(f"window {s.label}: {t}" for s, t in zip(sides, texts, strict=True))
+        line = "; ".join(f"window {s.name}: {t}" for s, t in zip(sides, texts, strict=True))
     return "\n".join(textwrap.wrap(line, 130))

@@ -59,7 +59,7 @@ def channels_figure(comparison: Comparison) -> Figure:
         for j, side in enumerate(sides):
             y = i * (len(sides) + 1) + j
             ticks.append(y)
-            labels.append(f"{channel}   {side.label}" if j == 0 else side.label)
+            labels.append(f"{channel}   {side.name}" if j == 0 else side.name)
             row = values[side.label].get(channel)
             if row is None:
                 ax.text(0, y, " absent on this side", va="center", fontsize=8.5, color="grey")
@@ -68,7 +68,7 @@ def channels_figure(comparison: Comparison) -> Figure:
             for column, color in SEGMENTS:
                 width = int(row[column]) / 1e6
                 ax.barh(y, width, left=left, height=0.8, color=COLORS[color], edgecolor="white",
-                        linewidth=0.8, label=f"{side.label} {channel} {column}")  # fmt: skip
+                        linewidth=0.8, label=f"{side.name} {channel} {column}")  # fmt: skip
                 left += width
             ax.text(left + 0.01 * longest, y, _value_label(row), va="center", fontsize=8.5)
     if not channels:
@@ -85,7 +85,7 @@ def channels_figure(comparison: Comparison) -> Figure:
     fig.legend(handles=[patch(k, PART_HELP[k]) for _, k in SEGMENTS], loc="outside lower center",
                ncols=2, fontsize=8.5, frameon=False)  # fmt: skip
     fig.suptitle("Exposed and hidden communication per channel, overlap "
-                 + " vs ".join(s.label for s in sides) + "\n" + windows_line(sides),
+                 + " vs ".join(s.name for s in sides) + "\n" + windows_line(sides),
                  fontsize=10.5)  # fmt: skip
     return fig
 

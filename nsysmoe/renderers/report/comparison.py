@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsysmoe.renderers.cells import count, ms, pct, shorten, source_text
+from nsysmoe.renderers.cells import count, ms, pct, shorten, source_text, versus
 from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.graphs import graph_lines
-from nsysmoe.renderers.report.trace import iteration_table, notes, warmup_hint
+from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes, warmup_hint
 from nsysmoe.results import Comparison, MetricRow, Verdict
 
 
@@ -28,7 +28,8 @@ def delta(row: MetricRow) -> tuple[str, str]:
 
 
 def metric_table(
-    rows: Sequence[MetricRow], verdicts: Sequence[Verdict], *, scope: str = "all GPUs"
+    rows: Sequence[MetricRow], verdicts: Sequence[Verdict], *, scope: str = "all GPUs",
+    labels: tuple[str, str] = ("off", "on"),
 ) -> Table:
     """Off / on / Δ / Δ % / verdict per metric row (one A/B, or the sum over rank pairs)."""
     outcome = {v.key: v.outcome for v in verdicts}
@@ -38,18 +39,36 @@ def metric_table(
          outcome.get(r.key, ""))
         for r in rows
     )  # fmt: skip
-    header = (f"metric ({scope})", "off", "on", "Δ", "Δ %", "verdict")
-    return Table(f"Overlap off vs on, {scope}", header, cells,
+    header = (f"metric ({scope})", *labels, "Δ", "Δ %", "verdict")
+    return Table(f"{versus(*labels)}, {scope}", header, cells,
                  (False, True, True, True, True, False))  # fmt: skip
 
 
+#: how each contract role reads in a report
+ROLE_TEXT = {"same": "ok", "variable": "variable under test", "consequence": "expected",
+             "incidental": "incidental", "unexpected": "DIFFERS"}  # fmt: skip
+
+
 def contract_table(c: Comparison) -> Table:
+    """Every clause and every difference, each marked: ok, the variable under test, an
+    expected consequence of it, incidental, or DIFFERS (unexpected: breaks the contract)."""
     rows = tuple(
-        (ch.name, ch.off, ch.on, "ok" if ch.ok else "DIFFERS", shorten(ch.detail, 110))
+        (ch.name, shorten(ch.off, 40), shorten(ch.on, 40), ROLE_TEXT[ch.role],
+         shorten(ch.detail, 110))
         for ch in c.contract.checks
-    )
+    )  # fmt: skip
     title = "Measurement contract: " + ("matched" if c.contract.matched else "NOT matched")
-    return Table(title, ("check", "off", "on", "", "detail"), rows, (False,) * 5)
+    if c.contract.variables:
+        title += "; variable under test: " + ", ".join(v.key for v in c.contract.variables)
+    return Table(title, ("check", c.off.name, c.on.name, "", "detail"), rows, (False,) * 5)
+
+
+def contract_lines(c: Comparison) -> list[str]:
+    """How the variable under test was found (or how to declare one), and the warning."""
+    out = [c.contract.note] if c.contract.note else []
+    if not c.contract.matched:
+        out.append(f"WARNING: {c.contract.summary()}")
+    return out
 
 
 def verdict_lines(c: Comparison) -> list[str]:
@@ -76,7 +95,8 @@ def step_change_lines(c: Comparison) -> list[str]:
         out.append(line)
     wa, wb = c.off.analysis.wall, c.on.analysis.wall
     change = "unchanged" if wa.wall == wb.wall else "changed"
-    out.append(f"Dominant wall {change}: off {wa.wall} ({wa.reason}); on {wb.wall} ({wb.reason})")
+    out.append(f"Dominant wall {change}: {c.off.name} {wa.wall} ({wa.reason}); {c.on.name} "
+               f"{wb.wall} ({wb.reason})")
     return out
 
 
@@ -88,8 +108,9 @@ def per_gpu_table(c: Comparison) -> Table:
          ms(r["exposed_ns_on"]), ms(r["comm_gemm_attn_ns_off"]), ms(r["comm_gemm_attn_ns_on"]))
         for r in c.per_gpu.iter_rows(named=True)
     )  # fmt: skip
-    header = ("#", "pid:device off ↔ on", "hidden % off", "on", "exposed ms off", "on",
-              "comm∩GEMM/attn ms off", "on")  # fmt: skip
+    off, on = c.off.name, c.on.name
+    header = ("#", f"pid:device {off} ↔ {on}", f"hidden % {off}", on, f"exposed ms {off}", on,
+              f"comm∩GEMM/attn ms {off}", on)  # fmt: skip
     return Table("Per GPU", header, rows, (False, False) + (True,) * 6)
 
 
@@ -99,7 +120,8 @@ def kernel_change_table(c: Comparison) -> Table:
          ms(r["sum_ns_off"]), ms(r["sum_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
         for r in c.kernel_changes.iter_rows(named=True)
     )  # fmt: skip
-    header = ("kernel", "class", "n off", "n on", "sum off ms", "sum on ms", "Δ ms")
+    off, on = c.off.name, c.on.name
+    header = ("kernel", "class", f"n {off}", f"n {on}", f"sum {off} ms", f"sum {on} ms", "Δ ms")
     return Table("Top kernel changes (sum of durations)", header, rows,
                  (False, False) + (True,) * 5)  # fmt: skip
 
@@ -110,39 +132,46 @@ def nvtx_change_table(c: Comparison) -> Table:
          ms(r["total_ns_off"]), ms(r["total_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
         for r in c.nvtx_changes.iter_rows(named=True)
     )  # fmt: skip
-    header = ("NVTX range (CPU side, normalised)", "n off", "n on", "off ms", "on ms", "Δ ms")
+    off, on = c.off.name, c.on.name
+    header = ("NVTX range (CPU side, normalised)", f"n {off}", f"n {on}", f"{off} ms",
+              f"{on} ms", "Δ ms")  # fmt: skip
     return Table("Top NVTX range changes", header, rows, (False,) + (True,) * 5)
 
 
 def document(c: Comparison) -> Document:
     a, b = c.off.analysis, c.on.analysis
+    off, on = c.off.name, c.on.name
+    width = max(len(off), len(on)) + 1
     head = (
-        f"off: {source_text(a)}",
-        f"on:  {source_text(b)}",
-        f"window: off {a.window_text}; on {b.window_text}",
-        f"dispatcher: off {c.off.dispatcher}; on {c.on.dispatcher}",
+        f"{off + ':':<{width}} {source_text(a)}",
+        f"{on + ':':<{width}} {source_text(b)}",
+        f"window: {off} {a.window_text}; {on} {b.window_text}",
+        f"dispatcher: {off} {c.off.dispatcher}; {on} {c.on.dispatcher}",
     )
     blocks: list[Block] = [
-        Heading("nsysmoe A/B: overlap off vs on"),
+        Heading(f"nsysmoe A/B: {versus(off, on)}"),
         Lines(head),
-        metric_table(c.rows, c.verdicts),
+        *([Lines(tuple(caveats))] if (caveats := [line for side in (c.off, c.on) for line in
+                                                   caveat_lines(side.analysis, f"{side.name}: ")])
+          else []),
+        metric_table(c.rows, c.verdicts, labels=(off, on)),
         Lines(tuple(verdict_lines(c))),
         Lines(tuple(step_change_lines(c))),
         contract_table(c),
     ]
-    if not c.contract.matched:
-        blocks.append(Lines((f"WARNING: {c.contract.summary()}",)))
-    hints = tuple(f"{label}: {h}" for label, side in (("off", a), ("on", b))
+    if lines := contract_lines(c):
+        blocks.append(Lines(tuple(lines)))
+    hints = tuple(f"{label}: {h}" for label, side in ((off, a), (on, b))
                   for h in warmup_hint(side))  # fmt: skip
     if hints:
         blocks.append(Lines(hints))
-    graphs = tuple(line for label, side in (("off", a), ("on", b))
+    graphs = tuple(line for label, side in ((off, a), (on, b))
                    for line in graph_lines(side.graphs, side.totals.active_ns, f"{label}: "))
     if graphs:
         blocks.append(Lines(graphs))
     if len(c.per_gpu) > 1:
         blocks.append(per_gpu_table(c))
-    side_notes = tuple(f"{label}: {n}" for label, side in (("off", a), ("on", b))
+    side_notes = tuple(f"{label}: {n}" for label, side in ((off, a), (on, b))
                        for n in notes(side) if not n.startswith("hint:"))  # fmt: skip
     if side_notes:
         blocks.append(Lines(side_notes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsysmoe.renderers.cells import count, ms, pct
+from nsysmoe.renderers.cells import count, ms, pct, versus
 from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.comparison import metric_table
@@ -93,7 +93,8 @@ def pair_table(rc: RanksComparison) -> Table:
          ms(r["step_ns_on"]), "ok" if r["matched"] else "DIFFERS")
         for r in rc.per_rank.iter_rows(named=True)
     )  # fmt: skip
-    header = ("rank pair", "hidden % off", "on", "exposed ms off", "on", "step ms off", "on",
+    off, on = rc.labels
+    header = ("rank pair", f"hidden % {off}", on, f"exposed ms {off}", on, f"step ms {off}", on,
               "contract")  # fmt: skip
     return Table("Per rank pair", header, rows, (False,) + (True,) * 6 + (False,))
 
@@ -101,13 +102,14 @@ def pair_table(rc: RanksComparison) -> Table:
 def comparison_document(rc: RanksComparison) -> Document:
     status = "matched" if rc.matched else "NOT matched"
     blocks: list[Block] = [
-        Heading("nsysmoe A/B: many ranks"),
+        Heading(f"nsysmoe A/B: many ranks, {versus(*rc.labels)}"),
         Lines((f"{len(rc.pairs)} rank pairs; measurement contract: {status}",)),
     ]
     blocks += [Lines(("WARNING: " + n,)) for n in rc.contract_notes]
     if rc.pairs:
-        blocks += [metric_table(rc.rows, rc.verdicts, scope="all ranks"), pair_table(rc)]
-        for label, c in (("off", rc.collectives_off), ("on", rc.collectives_on)):
+        blocks += [metric_table(rc.rows, rc.verdicts, scope="all ranks", labels=rc.labels),
+                   pair_table(rc)]  # fmt: skip
+        for label, c in zip(rc.labels, (rc.collectives_off, rc.collectives_on), strict=True):
             for b in collective_blocks(c):
                 blocks.append(b if isinstance(b, Lines) else
                               Table(f"{label}: {b.title}", b.header, b.rows, b.right))

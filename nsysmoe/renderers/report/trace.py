@@ -17,8 +17,10 @@ def document(a: TraceAnalysis) -> Document:
     blocks = [
         Heading("nsysmoe:", code=source_text(a), terminal=f"nsysmoe: {source_text(a)}"),
         Caption((("window", window_text(a), False), ("rules", a.rules_source, True)), FORMULA),
-        gpu_table(a),
     ]
+    if caveats := caveat_lines(a):
+        blocks.append(Lines(tuple(caveats)))
+    blocks.append(gpu_table(a))
     if not a.channel_totals.is_empty():
         blocks.append(channel_table(a))
     if table_lines := on_the_table_lines(a):
@@ -44,6 +46,13 @@ def document(a: TraceAnalysis) -> Document:
     if notes(a):
         blocks.append(Lines(tuple(notes(a)), style="notes"))
     return Document(tuple(blocks))
+
+
+def caveat_lines(a: TraceAnalysis, prefix: str = "") -> list[str]:
+    """The validity caveats, first thing after the window: a timing that is not what the
+    command line claims is a WARNING; benchmark-only routing, a label."""
+    return [f"{prefix}{'WARNING: ' if c.code == 'backend_not_in_use' else ''}{c.text}"
+            for c in a.caveats]  # fmt: skip
 
 
 def gpu_table(a: TraceAnalysis) -> Table:
