@@ -122,7 +122,7 @@ LABELS = LabelsType()
 VARY_HELP = (
     "A/B: the variable under test (repeat for several): a setting of the command line "
     "(overlap_moe_expert_parallel_comm, --expert-model-parallel-size), an environment variable "
-    "(NCCL_ALGO), a version (nsys, driver, cuda) or a kernel channel whose counts may change "
-    "(nccl, ep.dispatch). Undeclared, the one setting that differs is taken."
+    "(NCCL_ALGO), a version (nsys, driver, cuda, nccl_version) or a kernel channel whose counts "
+    "may change (nccl, ep.dispatch). Undeclared, the one setting that differs is taken."
 )
 LABELS_HELP = "A/B: names of the two sides [from the variable under test, else the file names]."

@@ -108,8 +108,9 @@ class Steps:
 
 
 #: host facts every report may show (TARGET_INFO_SYSTEM_ENV names)
-HOST_KEYS = ("NvDriverVersion", "CudaDriverVersion", "OsDescription", "Hostname", "CpuCores",
-             "HardwarePlatform")  # fmt: skip
+HOST_KEYS = ("NvDriverVersion", "CudaDriverVersion", "CudaRuntimeVersion", "NcclVersion",
+             "OsDescription", "Hostname", "CpuCores", "HardwarePlatform", "DistributedBackend",
+             "WorldSize")  # fmt: skip
 PERF_ENV = re.compile(
     r"^(?:NCCL_|NVTE_|TORCH_NCCL_|NVSHMEM_|CUDA_DEVICE_MAX_CONNECTIONS$|CUDA_VISIBLE_DEVICES$"
     r"|PYTORCH_CUDA_ALLOC_CONF$|OMP_NUM_THREADS$|UB_|DEEPEP_|HYBRID_EP_)"

@@ -16,18 +16,25 @@ from typing import Literal
 from nsysmoe.measure.launch import canonical, parse_argv
 from nsysmoe.results import PERF_ENV, TraceAnalysis
 
-Group = Literal["config", "option", "command", "environment", "version", "capture", "host"]
+Group = Literal["config", "option", "command", "environment", "version", "system", "capture",
+                "host"]  # fmt: skip
 
 #: options whose value names where output goes or what a run is called, not how it runs
 INCIDENTAL_OPTION = re.compile(
     r"(?:^|[._])(?:save|load|log|logs|logging|wandb|tensorboard|name|dir|path|output|out|file"
     r"|tag|exp|experiment|project|notes|port|addr|address|host|rdzv_id|run_id|job_id)(?:$|[._])"
 )
-#: system facts -> (key, group): versions are compared; the host name is incidental
+#: system facts (nsys TARGET_INFO_SYSTEM_ENV names; a Kineto trace's header is read into the
+#: same names) -> (key, group): versions and the job's shape are compared; the host name is
+#: incidental
 SYSTEM: dict[str, tuple[str, Group]] = {
     "NvDriverVersion": ("driver", "version"),
     "CudaDriverVersion": ("cuda", "version"),
+    "CudaRuntimeVersion": ("cuda_runtime", "version"),
+    "NcclVersion": ("nccl_version", "version"),
     "OsDescription": ("os", "version"),
+    "DistributedBackend": ("distributed_backend", "system"),
+    "WorldSize": ("world_size", "system"),
     "Hostname": ("host", "host"),
 }
 
@@ -79,7 +86,8 @@ def normal(value: str) -> str:
 def differing(off: dict[str, Setting], on: dict[str, Setting]) -> list[tuple[str, Setting]]:
     """(key, setting of either side) for every key whose values differ, in report order: config,
     options, command, environment, versions, capture, host; then by key."""
-    order = ("config", "option", "command", "environment", "version", "capture", "host")
+    order = ("config", "option", "command", "environment", "version", "system", "capture",
+             "host")  # fmt: skip
     keys = [k for k in {**off, **on} if _value(off, k) != _value(on, k)]
     pairs = [(k, off.get(k) or on[k]) for k in keys]
     return sorted(pairs, key=lambda p: (order.index(p[1].group), p[0]))

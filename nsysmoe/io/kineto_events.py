@@ -134,9 +134,29 @@ def _rows(path: Path) -> tuple[dict[str, Any], Scanned]:
         "rank": info.get("rank") if isinstance(info, dict) else None,
         "props": doc.get("deviceProperties"),
         "schema_version": doc.get("schemaVersion"),
+        "system": _system(doc, info),
         "replaced": replaced,
     }
     return meta, _scan(events)
+
+
+#: header fields of a Kineto trace -> the TARGET_INFO_SYSTEM_ENV-like name they are kept as
+SYSTEM_FIELDS = {"backend": "DistributedBackend", "world_size": "WorldSize",
+                 "nccl_version": "NcclVersion", "cuda_driver_version": "CudaDriverVersion",
+                 "cuda_runtime_version": "CudaRuntimeVersion"}  # fmt: skip
+
+
+def _system(doc: object, info: object) -> dict[str, str]:
+    """What a Kineto trace says of its run (``distributedInfo`` and the CUDA versions of newer
+    PyTorch), as text by the names nsys exports use."""
+    out: dict[str, str] = {}
+    for source in (info, doc):
+        if isinstance(source, dict):
+            for field, name in SYSTEM_FIELDS.items():
+                value = source.get(field)
+                if isinstance(value, str | int | float) and not isinstance(value, bool):
+                    out.setdefault(name, str(value))
+    return out
 
 
 def _load(path: Path) -> tuple[Any, int]:

@@ -250,3 +250,28 @@ def test_file_labels() -> None:
     assert file_labels(("a/run.sqlite", "b/run.sqlite")) == ("a/run", "b/run")
     assert file_labels(("moe-off.pt.trace.json.gz", "moe-on.pt.trace.json.gz")) == ("off", "on")
     assert file_labels(("run1.sqlite", "run2.sqlite")) == ("run1", "run2")  # no separator: whole
+
+
+def test_kineto_headers_are_the_launch_and_their_versions_are_compared(tmp_path: Path) -> None:
+    """A Kineto trace's ``distributedInfo`` (backend, world size, NCCL version) and CUDA versions
+    are its launch; a different NCCL version is an unexpected difference, declarable."""
+    import gzip
+
+    paths = []
+    for i, (src, nccl) in enumerate(zip(api.example_paths("kineto"), ("2.21.5", "2.23.4"),
+                                        strict=True)):  # fmt: skip
+        doc = json.loads(gzip.open(src, "rt").read())
+        doc["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 1,
+                                  "nccl_version": nccl}  # fmt: skip
+        doc["cuda_driver_version"] = 12080
+        paths.append(tmp_path / f"k{i}.pt.trace.json")
+        paths[-1].write_text(json.dumps(doc))
+    a = api.load(str(paths[0]))
+    assert a.launch.system == {"CudaDriverVersion": "12080", "DistributedBackend": "nccl",
+                               "NcclVersion": "2.21.5", "WorldSize": "1"}  # fmt: skip
+    c = api.compare(str(paths[0]), str(paths[1]))
+    got = checks(c)["nccl_version"]
+    assert (got.off, got.on, got.role) == ("2.21.5", "2.23.4", "unexpected")
+    assert json.loads(render(c, "json"))["off"]["launch"]["host"]["NcclVersion"] == "2.21.5"
+    d = api.compare(str(paths[0]), str(paths[1]), vary=("nccl_version",))
+    assert d.contract.matched and checks(d)["nccl_version"].role == "variable"
