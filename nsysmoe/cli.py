@@ -57,9 +57,9 @@ def cli() -> None:
               "the trace timeline (2s:5s; ns/us/ms/s), or from the first GPU activity "
               "(+1s:+3s).")  # fmt: skip
 @click.option("--skip", type=click.IntRange(min=0),
-              help="Warm-up iterations to skip [A/B: 1 if ≥3].")  # fmt: skip
+              help="Warm-up iterations to skip [detected].")  # fmt: skip
 @click.option("--step-range", help="Regex naming iteration ranges; group 1 = number.")
-@click.option("--whole-trace", is_flag=True, help="A/B over the whole traces, not steady steps.")
+@click.option("--whole-trace", is_flag=True, help="The whole traces, not the steady iterations.")
 @click.option("--raw-nvtx", is_flag=True,
               help="Keep NVTX names as recorded (', op_id = N' suffixes too).")  # fmt: skip
 @click.option("--phase", help="Regex naming more NVTX ranges to measure as step phases.")

@@ -201,7 +201,7 @@ class Scope:
     steady: bool = False
     require_steps: bool = False  # asked for explicitly: no iterations is an error, not a fallback
     step_pattern: str | None = None
-    skip: int | None = 0  # None: 1 warm-up iteration when there are 3 or more, else none
+    skip: int | None = 0  # None: the detected warm-up (nsysmoe.measure.steps.warmup)
     first: int | None = None
     last: int | None = None
     numbers: tuple[int, ...] | None = None
@@ -213,7 +213,7 @@ class Scope:
 
 
 WHOLE = Scope()
-STEADY = Scope(steady=True, skip=None)  # the A/B default: 1 warm-up iteration skipped
+STEADY = Scope(steady=True, skip=None)  # the CLI default: the detected warm-up skipped
 
 
 @dataclass(frozen=True)

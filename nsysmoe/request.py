@@ -26,21 +26,23 @@ from nsysmoe.results import Failure
 
 
 def make_scope(
-    window: Window | IterationRange | None, skip: int | None, step_range: str | None, ab: bool
+    window: Window | IterationRange | None, skip: int | None, step_range: str | None,
+    whole: bool = False,
 ) -> Scope:
-    """Single traces default to the whole trace, A/B to the steady window (1 warm-up skipped)."""
+    """The steady window by default wherever iterations exist (the detected warm-up skipped:
+    :func:`nsysmoe.measure.steps.warmup`), the whole trace where none do or with ``whole``
+    (``--whole-trace``); asked-for iterations (``--window 5-20``) are taken as given."""
     if isinstance(window, Window):
         if skip is not None:
             raise UsageError("--skip counts iterations; it cannot trim a time --window")
         return Scope(window=window, step_pattern=step_range)
     first, last = (window.first, window.last) if window else (None, None)
-    steady = ab or window is not None or skip is not None or step_range is not None
-    default_skip = None if ab and window is None else 0  # None: auto (see Scope)
+    explicit = window is not None or skip is not None or step_range is not None
     return Scope(
-        steady=steady,
-        require_steps=window is not None or skip is not None or step_range is not None,
+        steady=explicit or not whole,
+        require_steps=explicit,
         step_pattern=step_range,
-        skip=default_skip if skip is None else skip,
+        skip=(None if window is None else 0) if skip is None else skip,
         first=first,
         last=last,
     )
@@ -74,12 +76,9 @@ class Request:
     labels: tuple[str, str] | None = None  # ``--labels OFF,ON``
 
     @property
-    def ab(self) -> bool:
-        return len(self.traces) == 2 and not self.whole_trace and not self.compat
-
-    @property
     def scope(self) -> Scope:
-        scope = make_scope(self.window, self.skip, self.step_range, self.ab)
+        whole = self.whole_trace or self.compat is not None  # another tool: whole traces
+        scope = make_scope(self.window, self.skip, self.step_range, whole)
         return replace(scope, raw_nvtx=self.raw_nvtx, phase=self.phase, rank=self.rank)
 
 

@@ -33,8 +33,8 @@ def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
     """For a steady window, keep the iteration numbers both sides have after the warm-up skip."""
     if scope.window.bounded or not scope.steady or scope.numbers is not None:
         return scope
-    a = off.numbers[auto_skip(scope.skip, len(off.numbers)) :]
-    b = set(on.numbers[auto_skip(scope.skip, len(on.numbers)) :])
+    a = off.numbers[auto_skip(scope.skip, off) :]
+    b = set(on.numbers[auto_skip(scope.skip, on) :])
     common = tuple(n for n in a if n in b)
     if not common:
         return scope  # each side keeps its own window; the contract reports the mismatch

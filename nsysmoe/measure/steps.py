@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
@@ -117,11 +118,39 @@ class StepSelection:
     description: str
 
 
-def auto_skip(skip: int | None, n: int) -> int:
-    """``None`` means the default: skip one warm-up iteration, unless fewer than 3 exist."""
-    if skip is not None:
-        return skip
-    return 1 if n >= 3 else 0
+#: a leading iteration is warm-up while its period is more than this much over the steady median
+WARMUP_TOLERANCE = 0.10
+
+
+def warmup(steps: Steps) -> tuple[int, str]:
+    """How many leading complete iterations are warm-up, and why: the first always (setup,
+    autotuning, allocator growth), then each next one until the step period (the slowest
+    process's) is within a tolerance of the steady median — the median of the second half, the
+    tolerance 10 % or 3 robust SDs of that half, whichever is larger. At least 2 iterations are
+    kept; with fewer than 3, none is skipped."""
+    numbers = steps.numbers
+    n = len(numbers)
+    if n < 3:
+        return 0, "none skipped as warm-up: fewer than 3 iterations"
+    periods = (
+        steps.table.filter(pl.col("step").is_in(numbers))
+        .group_by("step").agg(pl.col("step_ns").max()).sort("step")["step_ns"]
+        .to_numpy().astype(np.float64)
+    )  # fmt: skip
+    steady = periods[n // 2 :]
+    median = float(np.median(steady))
+    spread = 1.4826 * float(np.median(np.abs(steady - median)))
+    tolerance = max(WARMUP_TOLERANCE, 3 * spread / median if median else 0.0)
+    k = 1
+    while k < n - 2 and periods[k] > (1 + tolerance) * median:
+        k += 1
+    return k, (f"{k} skipped as warm-up: until the step period is within {100 * tolerance:.0f} % "
+               f"of the steady median, {median / 1e6:,.3f} ms")  # fmt: skip
+
+
+def auto_skip(skip: int | None, steps: Steps) -> int:
+    """``None`` means the default: the detected warm-up (:func:`warmup`)."""
+    return warmup(steps)[0] if skip is None else skip
 
 
 def select_steps(
@@ -140,7 +169,8 @@ def select_steps(
             f"no complete iteration ranges found (pattern {steps.pattern!r}); "
             "name them with --step-range REGEX or use a time --window"
         )
-    skip = auto_skip(skip, len(numbers))
+    detected, reason = warmup(steps) if skip is None else (skip, f"{skip} skipped as warm-up")
+    skip = detected
     kept = numbers[skip:]
     kept = [n for n in kept if (first is None or n >= first) and (last is None or n <= last)]
     if only is not None:
@@ -155,11 +185,7 @@ def select_steps(
     window = Window(int(chosen["gpu_start_ns"].min()), int(_step_ends(steps.table, kept).max()))
     cpu_window = Window(int(chosen["cpu_start_ns"].min()), int(chosen["cpu_end_ns"].max()))
     where = "GPU timeline" if steps.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
-    how = (
-        f"iterations {first}–{last} asked"
-        if first is not None or last is not None
-        else f"{skip} skipped as warm-up"
-    )
+    how = f"iterations {first}–{last} asked" if first is not None or last is not None else reason
     if only is not None:
         how += "; only iterations both traces have"
     cut = ""
@@ -167,8 +193,8 @@ def select_steps(
         late = ", ".join(map(str, steps.truncated))
         cut = f"; iteration {late} left out: cut short by the end of the capture"
     desc = (
-        f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} complete; {how}{cut}), "
-        f"on the {where}"
+        f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} complete iterations; "
+        f"{how}{cut}), on the {where}"
     )
     return StepSelection(kept, window, cpu_window, desc)
 
