@@ -138,16 +138,19 @@ def _execute(req: Request) -> Outcome:
                              "with a file per rank, pass that rank's files")  # fmt: skip
         return _many(req, sides)
     kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir}
+    before = ((f"note: --dask {req.executor.dask}: one file per side is analysed here, in this "
+               "process (--dask and --jobs spread many files)",)
+              if req.executor.dask else ())  # fmt: skip
     if len(sides) == 1:
         result = api.analyze(sides[0][0], **kw)
-        return _report(req, result, Gate.of(req.fail_if, result))
+        return _report(req, result, Gate.of(req.fail_if, result), before=before)
     comparison = api.compare(sides[0][0], sides[1][0], **kw, vary=req.vary, labels=req.labels)
     error = None
     if req.strict and not comparison.contract.matched:
         note = comparison.contract.note
         error = (f"--strict: measurement contract {comparison.contract.summary()}"
                  + (f"; {note}" if note else ""))  # fmt: skip
-    return _report(req, comparison, Gate.of(req.fail_if, comparison), error=error)
+    return _report(req, comparison, Gate.of(req.fail_if, comparison), error=error, before=before)
 
 
 FIGURE_SUFFIXES = (".png", ".svg")
@@ -218,6 +221,11 @@ def _report(req: Request, result: object, gate: Gate, *, error: str | None = Non
                            "to a writable folder") from None  # fmt: skip
     links = [_relative(f, req.output) for f in figures if f.suffix == ".png"]
     text = render(result, req.fmt, figures=links if req.fmt == "markdown" else ())
+    if figures:
+        where = os.path.relpath(req.plot_dir) if req.plot_dir else ""
+        stems = sorted({f.stem for f in figures})
+        after = (f"wrote {len(stems)} figures (PNG and SVG) to {where}{os.sep}: "
+                 + ", ".join(stems), *after)  # fmt: skip
     return Outcome(text, tuple(before), tuple(after), error, tuple(gate.failures()))
 
 

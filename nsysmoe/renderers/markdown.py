@@ -44,7 +44,8 @@ def code(s: str) -> str:
 
 
 def format_table(t: Table) -> str:
-    lines = [f"**{text(t.title)}**", "", "| " + " | ".join(cell(h) for h in t.header) + " |"]
+    lines = ([f"**{text(t.title)}**", ""] if t.title else []) + [
+        "| " + " | ".join(cell(h) for h in t.header) + " |"]
     lines.append("|" + "|".join("---:" if r else "---" for r in t.right) + "|")
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
     if not t.rows:

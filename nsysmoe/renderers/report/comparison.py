@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsysmoe.renderers.cells import count, ms, pct, shorten, source_text, versus
-from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
+from nsysmoe.renderers.cells import count, ms, pct, shorten, versus
+from nsysmoe.renderers.document import Block, Details, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.graphs import graph_lines
+from nsysmoe.renderers.report.headline import comparison_headline, shown_source
 from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes, warmup_hint
 from nsysmoe.results import Comparison, MetricRow, Verdict
 
@@ -138,27 +139,50 @@ def nvtx_change_table(c: Comparison) -> Table:
     return Table("Top NVTX range changes", header, rows, (False,) + (True,) * 5)
 
 
-def document(c: Comparison) -> Document:
+#: CPU-side NVTX rows an A/B shows by default (the largest changes); GPU-busy phase rows are
+#: always shown; ``--all-nvtx`` (or the JSON) has every row
+TOP_NVTX_ROWS = 5
+
+
+def shown_rows(rows: Sequence[MetricRow], all_nvtx: bool = False) -> tuple[MetricRow, ...]:
+    """The metric rows of the full table: every row but CPU-side NVTX rows beyond the
+    :data:`TOP_NVTX_ROWS` largest changes (unless ``all_nvtx``)."""
+    if all_nvtx:
+        return tuple(rows)
+    cpu = [r for r in rows if r.key.startswith("nvtx:")]
+    top = {r.key for r in sorted(cpu, key=lambda r: -abs(r.delta or 0))[:TOP_NVTX_ROWS]}
+    return tuple(r for r in rows if not r.key.startswith("nvtx:") or r.key in top)
+
+
+def document(c: Comparison, *, all_nvtx: bool = False) -> Document:
+    """The headline (:mod:`~nsysmoe.renderers.report.headline`), then the sources and windows,
+    every metric, the verdicts' noise floors, the contract, and the folded detail."""
     a, b = c.off.analysis, c.on.analysis
     off, on = c.off.name, c.on.name
     width = max(len(off), len(on)) + 1
     head = (
-        f"{off + ':':<{width}} {source_text(a)}",
-        f"{on + ':':<{width}} {source_text(b)}",
-        f"window: {off} {a.window_text}; {on} {b.window_text}",
+        f"{off + ':':<{width}} {shown_source(a)}",
+        f"{on + ':':<{width}} {shown_source(b)}",
+        f"window: {off} {a.window_text}" + ("" if a.window_text == b.window_text
+                                             else f"; {on} {b.window_text}"),
         f"dispatcher: {off} {c.off.dispatcher}; {on} {c.on.dispatcher}",
     )
+    caveats = [line for side in (c.off, c.on)
+               for line in caveat_lines(side.analysis, f"{side.name}: ")]  # fmt: skip
     blocks: list[Block] = [
         Heading(f"nsysmoe A/B: {versus(off, on)}"),
+        *([Lines(tuple(caveats))] if caveats else []),
+        *comparison_headline(c),
         Lines(head),
-        *([Lines(tuple(caveats))] if (caveats := [line for side in (c.off, c.on) for line in
-                                                   caveat_lines(side.analysis, f"{side.name}: ")])
-          else []),
-        metric_table(c.rows, c.verdicts, labels=(off, on)),
-        Lines(tuple(verdict_lines(c))),
-        Lines(tuple(step_change_lines(c))),
-        contract_table(c),
     ]
+    rows = shown_rows(c.rows, all_nvtx)
+    table = metric_table(rows, c.verdicts, labels=(off, on))
+    if len(rows) < len(c.rows):
+        more = len(c.rows) - len(rows)
+        table = Table(f"{table.title} ({more} more CPU-side NVTX rows: --all-nvtx or --format "
+                      "json)", table.header, table.rows, table.right)  # fmt: skip
+    blocks += [table, Lines(tuple(verdict_lines(c))), Lines(tuple(step_change_lines(c))),
+               contract_table(c)]
     if lines := contract_lines(c):
         blocks.append(Lines(tuple(lines)))
     hints = tuple(f"{label}: {h}" for label, side in ((off, a), (on, b))
@@ -174,10 +198,11 @@ def document(c: Comparison) -> Document:
     side_notes = tuple(f"{label}: {n}" for label, side in ((off, a), (on, b))
                        for n in notes(side) if not n.startswith("hint:"))  # fmt: skip
     if side_notes:
-        blocks.append(Lines(side_notes))
+        blocks.append(Lines(side_notes, style="notes"))
     blocks += [kernel_change_table(c), nvtx_change_table(c)]
-    for side in (a, b):
-        if not side.iterations.is_empty():
-            t = iteration_table(side)
-            blocks.append(Table(f"{t.title} — {side.path}", t.header, t.rows, t.right))
+    iterations = [Table(f"{t.title} — {name}", t.header, t.rows, t.right)
+                  for name, side in ((off, a), (on, b)) if not side.iterations.is_empty()
+                  for t in (iteration_table(side),)]  # fmt: skip
+    if iterations:
+        blocks.append(Details("Per iteration", tuple(iterations)))
     return Document(tuple(blocks))

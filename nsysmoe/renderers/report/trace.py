@@ -1,11 +1,13 @@
-"""The report of one trace: per-GPU table, the wall, kernel classes, iterations, NVTX, notes."""
+"""The report of one trace: the headline, then per GPU, per channel, the wall's evidence, kernel
+classes, iterations, NVTX and notes."""
 
 from __future__ import annotations
 
-from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, source_text, window_text
-from nsysmoe.renderers.document import Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, window_text
+from nsysmoe.renderers.document import Block, Caption, Details, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.graphs import graph_lines
+from nsysmoe.renderers.report.headline import shown_source, trace_headline
 from nsysmoe.results import TraceAnalysis, launch_dict
 
 TOP_NVTX = 15
@@ -14,19 +16,24 @@ FORMULA = "hidden % = |⋃comm ∩ ⋃compute| / |⋃comm|, per GPU, exact to th
 
 
 def document(a: TraceAnalysis) -> Document:
-    blocks = [
-        Heading("nsysmoe:", code=source_text(a), terminal=f"nsysmoe: {source_text(a)}"),
-        Caption((("window", window_text(a), False), ("rules", a.rules_source, True)), FORMULA),
+    """The headline (:mod:`~nsysmoe.renderers.report.headline`), then the detail: per GPU, per
+    channel, the wall's evidence and knobs, idle, graphs, and the folded tables."""
+    blocks: list[Block] = [
+        Heading("nsysmoe:", code=shown_source(a),
+                terminal=f"nsysmoe: {shown_source(a, name_only=True)}"),
     ]
     if caveats := caveat_lines(a):
         blocks.append(Lines(tuple(caveats)))
+    blocks += trace_headline(a)
+    blocks.append(Caption((("window", window_text(a), False), ("rules", a.rules_source, True)),
+                          FORMULA))  # fmt: skip
     blocks.append(gpu_table(a))
     if not a.channel_totals.is_empty():
         blocks.append(channel_table(a))
     if table_lines := on_the_table_lines(a):
         blocks.append(Lines(tuple(table_lines)))
     blocks += collective_blocks(a.collectives)
-    blocks.append(Lines(tuple(wall_lines(a)), hanging=True))
+    blocks.append(Lines(tuple(wall_lines(a)[1:]), hanging=True))
     if idle := idle_lines(a):
         blocks.append(Lines(tuple(idle)))
     graphs = graph_lines(a.graphs, a.totals.active_ns)
@@ -265,13 +272,14 @@ def memory_text(ev: dict) -> str:
     return str(ev.get("memory_usage", "not captured"))
 
 
-def optional_tables(a: TraceAnalysis) -> list[Table]:
-    """The tables a report shows only when the trace has that data."""
-    tables = []
+def optional_tables(a: TraceAnalysis) -> list[Block]:
+    """The tables a report shows only when the trace has that data (per iteration and NVTX
+    folded: detail a reader opens on demand)."""
+    tables: list[Block] = []
     if not a.iterations.is_empty():
-        tables.append(iteration_table(a))
+        tables.append(Details("Per iteration", (iteration_table(a),)))
     if not a.nvtx.is_empty():
-        tables.append(nvtx_table(a))
+        tables.append(Details("NVTX ranges", (nvtx_table(a),)))
     if not a.unclassified.is_empty():
         tables.append(unclassified_table(a))
     return tables
