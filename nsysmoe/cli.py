@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
+from nsysmoe import cli_types as ct
 from nsysmoe._version import __version__
-from nsysmoe.cli_types import CACHE_HELP, DASK, LABELS, LABELS_HELP, RANK_HELP, VARY_HELP, WINDOW
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.model import IterationRange, Window
 
-FORMATS = ("terminal", "markdown", "json")
+FORMATS = ("terminal", "markdown", "json", "html")
 
 rules_option = click.option(
     "--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -53,9 +53,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
-@click.option("--window", type=WINDOW, help="Iterations FIRST-LAST (5-20), or time START:END on "
-              "the trace timeline (2s:5s; ns/us/ms/s), or from the first GPU activity "
-              "(+1s:+3s).")  # fmt: skip
+@click.option("--window", type=ct.WINDOW, help=ct.WINDOW_HELP)
 @click.option("--skip", type=click.IntRange(min=0),
               help="Warm-up iterations to skip [detected].")  # fmt: skip
 @click.option("--step-range", help="Regex naming iteration ranges; group 1 = number.")
@@ -63,20 +61,19 @@ def cli() -> None:
 @click.option("--raw-nvtx", is_flag=True,
               help="Keep NVTX names as recorded (', op_id = N' suffixes too).")  # fmt: skip
 @click.option("--phase", help="Regex naming more NVTX ranges to measure as step phases.")
+@click.option("--all-nvtx", is_flag=True, help="A/B: every NVTX row [the 5 largest CPU changes].")
+@click.option("--wide", is_flag=True, help="Full kernel names [shortened, kept distinct].")
 @click.option("--align", type=click.Choice(["collectives"]),
               help="Many ranks: also align clocks so collectives end together.")
-@click.option("--vary", multiple=True, metavar="NAME", help=VARY_HELP)
-@click.option("--labels", type=LABELS, help=LABELS_HELP)
+@click.option("--vary", multiple=True, metavar="NAME", help=ct.VARY_HELP)
+@click.option("--labels", type=ct.LABELS, help=ct.LABELS_HELP)
 @click.option("--strict", is_flag=True, help="A/B: an unexpected contract difference is an error.")
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Worker processes for many files [all cores].")  # fmt: skip
-@click.option("--dask", "dask_address", type=DASK,
-              help="Run per-file work on a Dask scheduler: 'local' (a LocalCluster), HOST:PORT "
-              "or tcp://HOST:PORT (connecting waits up to $NSYSMOE_DASK_TIMEOUT s, default "
-              "10).")  # fmt: skip
-@click.option("--cache", "use_cache", is_flag=True, help=CACHE_HELP)
-@click.option("--rank", type=click.IntRange(min=0), metavar="R", help=RANK_HELP)
+@click.option("--dask", "dask_address", type=ct.DASK, help=ct.DASK_HELP)
+@click.option("--cache", "use_cache", is_flag=True, help=ct.CACHE_HELP)
+@click.option("--rank", type=click.IntRange(min=0), metavar="R", help=ct.RANK_HELP)
 @click.option("--compat", type=click.Choice(["hta"]), help="Also compute another tool's figure "
               "with its conventions (hta: HolisticTraceAnalysis).")  # fmt: skip
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -89,7 +86,7 @@ def analyze(
     traces: tuple[str, ...], fmt: str, window: Window | IterationRange | None, skip: int | None,
     step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None,
     align: str | None, vary: tuple[str, ...], labels: tuple[str, str] | None, strict: bool,
-    rank: int | None,
+    rank: int | None, all_nvtx: bool, wide: bool,
     fail_if: tuple[str, ...], jobs: int | None, dask_address: str | None, use_cache: bool,
     compat: str | None, plot_dir: Path | None, output: Path | None, rules_path: Path | None,
     rules_replace: bool,
@@ -111,7 +108,7 @@ def analyze(
         executor=Executor(jobs or default_jobs(), dask_address, _progress),
         cache_dir=cache.default_dir() if use_cache else None, fmt=fmt, output=output,
         strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,
-        rank=rank, vary=vary, labels=labels,
+        rank=rank, vary=vary, labels=labels, all_nvtx=all_nvtx, wide=wide,
     )  # fmt: skip
     outcome = execute(req)
     for line in outcome.before:
@@ -133,18 +130,19 @@ def analyze(
 @click.option("--class", "klass", help="Only kernels of this class (comm, gemm, attention, …).")
 @click.option("--format", "fmt", type=click.Choice(("terminal", "markdown", "json", "csv")),
               default="terminal", show_default=True)  # fmt: skip
+@click.option("--wide", is_flag=True, help="Full kernel names [shortened, kept distinct].")
 @rules_option
 @replace_option
-def kernels(
-    trace: str, top: int, klass: str | None, fmt: str, rules_path: Path | None, rules_replace: bool
-) -> None:
+def kernels(trace: str, top: int, klass: str | None, fmt: str, wide: bool,
+            rules_path: Path | None, rules_replace: bool) -> None:  # fmt: skip
     """List kernel names by total time with their class, to audit the classification rules."""
     from nsysmoe.api import kernel_summary
-    from nsysmoe.renderers import render
+    from nsysmoe.renderers import ReportOptions, render
     from nsysmoe.results import KernelSummary
 
     table = kernel_summary(trace, rules=_rules(rules_path, rules_replace), klass=klass)
-    _emit(render(KernelSummary(trace, table, min(top, MAX_ROWS)), fmt), None)
+    result = KernelSummary(trace, table, min(top, MAX_ROWS))
+    _emit(render(result, fmt, options=ReportOptions(wide=wide)), None)
 
 
 @cli.command()

@@ -126,3 +126,7 @@ VARY_HELP = (
     "may change (nccl, ep.dispatch). Undeclared, the one setting that differs is taken."
 )
 LABELS_HELP = "A/B: names of the two sides [from the variable under test, else the file names]."
+WINDOW_HELP = ("Iterations FIRST-LAST (5-20), or time START:END on the trace timeline (2s:5s; "
+               "ns/us/ms/s), or from the first GPU activity (+1s:+3s).")  # fmt: skip
+DASK_HELP = ("Run per-file work on a Dask scheduler: 'local' (a LocalCluster), HOST:PORT or "
+             "tcp://HOST:PORT (connecting waits up to $NSYSMOE_DASK_TIMEOUT s, default 10).")

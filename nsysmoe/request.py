@@ -21,7 +21,7 @@ from nsysmoe.gate import Gate
 from nsysmoe.io import cache
 from nsysmoe.model import IterationRange, Scope, Window
 from nsysmoe.parallel import Executor, expand, map_files, one_line
-from nsysmoe.renderers import Format, render
+from nsysmoe.renderers import Format, ReportOptions, render
 from nsysmoe.results import Failure
 
 
@@ -74,6 +74,8 @@ class Request:
     rank: int | None = None  # ``--rank R``: one process of each export (see Scope.rank)
     vary: tuple[str, ...] = ()  # ``--vary``: the A/B's variable under test
     labels: tuple[str, str] | None = None  # ``--labels OFF,ON``
+    all_nvtx: bool = False  # ``--all-nvtx``: every NVTX row of an A/B's table
+    wide: bool = False  # ``--wide``: full kernel names
 
     @property
     def scope(self) -> Scope:
@@ -220,7 +222,12 @@ def _report(req: Request, result: object, gate: Gate, *, error: str | None = Non
         raise NsysmoeError(f"--plot {req.plot_dir}: cannot write the figures ({reason}); plot "
                            "to a writable folder") from None  # fmt: skip
     links = [_relative(f, req.output) for f in figures if f.suffix == ".png"]
-    text = render(result, req.fmt, figures=links if req.fmt == "markdown" else ())
+    options = ReportOptions(all_nvtx=req.all_nvtx, wide=req.wide)
+    if req.fmt == "html":  # one self-contained page, its figures inline
+        text = render(result, "html", page=True, svgs=api.figure_svgs(result), options=options)
+    else:
+        text = render(result, req.fmt, figures=links if req.fmt == "markdown" else (),
+                      options=options)  # fmt: skip
     if figures:
         where = os.path.relpath(req.plot_dir) if req.plot_dir else ""
         stems = sorted({f.stem for f in figures})
@@ -289,4 +296,6 @@ def _compat(req: Request, paths: list[str]) -> Outcome:
         raise NsysmoeError(f"no file could be read for --compat; first: {_first(bad)}")
     after = tuple(f"warning: left out of --compat {req.compat}: {_first([f])}" for f in bad)
     run = api.compat(traces, tool=req.compat, rules=req.rules)
+    if req.fmt == "html":
+        return Outcome(render(run, "html", page=True, svgs=api.figure_svgs(run)), after=after)
     return Outcome(render(run, req.fmt), after=after)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from nsysmoe.renderers import html, markdown, terminal
 from nsysmoe.renderers.csv import render_csv
-from nsysmoe.renderers.document import Document, Figures
+from nsysmoe.renderers.document import Document, Figures, ReportOptions
 from nsysmoe.renderers.json import render_json
 from nsysmoe.renderers.report import document
 
@@ -26,6 +26,7 @@ def render(
     figures: Sequence[str] = (),
     svgs: Mapping[str, str] | None = None,
     page: bool = False,
+    options: ReportOptions | None = None,
 ) -> str:
     """``result`` as ``fmt`` text.
 
@@ -35,7 +36,8 @@ def render(
     self-contained page (doctype, UTF-8, embedded stylesheet, no scripts, nothing fetched) where
     the default is the fragment Jupyter displays. A page links no files, so it takes ``svgs``,
     not ``figures``. The CLI's ``--format html`` writes the page:
-    ``render(result, "html", page=True, svgs=api.figure_svgs(result))``."""
+    ``render(result, "html", page=True, svgs=api.figure_svgs(result))``. ``options``: how much
+    the report shows (``--all-nvtx``, ``--wide``; :class:`ReportOptions`)."""
     if fmt != "html" and (svgs is not None or page):
         raise ValueError(f"inline figures (svgs) and page=True are for HTML, not {fmt}")
     if page and figures:
@@ -44,7 +46,7 @@ def render(
         return render_json(result)
     if fmt == "csv":
         return render_csv(result)
-    doc = document(result)
+    doc = document(result, options)
     if figures:
         doc = doc + Document((Figures(tuple(figures)),))
     if fmt == "html":
@@ -52,4 +54,4 @@ def render(
     return _TEXT[fmt](doc)
 
 
-__all__ = ["FORMATS", "Format", "document", "render"]
+__all__ = ["FORMATS", "Format", "ReportOptions", "document", "render"]

@@ -76,6 +76,21 @@ Block = Table | Heading | Caption | Lines | Details | Figures
 
 
 @dataclass(frozen=True)
+class ReportOptions:
+    """How much a report shows: ``all_nvtx`` every NVTX row of an A/B's table (default: the
+    largest changes), ``wide`` kernel names in full (default: shortened, kept distinct)."""
+
+    all_nvtx: bool = False
+    wide: bool = False
+
+    def names(self, names: list[str], width: int) -> list[str]:
+        """Kernel names as a table shows them (:func:`nsysmoe.renderers.names.distinct`)."""
+        from nsysmoe.renderers.names import distinct
+
+        return list(names) if self.wide else distinct(names, width)
+
+
+@dataclass(frozen=True)
 class Document:
     """A report: blocks in reading order (several results' documents can be concatenated)."""
 

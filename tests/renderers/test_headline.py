@@ -4,6 +4,7 @@ long; the CLI says what it did with --plot and --dask."""
 
 from __future__ import annotations
 
+import html
 import os
 import subprocess
 import sys
@@ -113,3 +114,34 @@ def test_dask_on_one_file_per_side_is_said(n: int) -> None:
     out = cli(*map(str, api.example_paths()[:n]), "--dask", "local", "--format", "json")
     assert out.returncode == 0, out.stderr
     assert "note: --dask local: one file per side is analysed here" in out.stderr
+
+
+def test_all_nvtx_and_wide_and_the_html_page_from_the_cli(tmp_path: Path) -> None:
+    ex = list(map(str, api.example_paths()))
+    short, every = cli(*ex, "--format", "markdown"), cli(*ex, "--format", "markdown", "--all-nvtx")
+    n_cpu = sum("(CPU) (ms)" in line for line in every.stdout.splitlines())
+    assert sum("(CPU) (ms)" in line for line in short.stdout.splitlines()) == TOP_NVTX_ROWS < n_cpu
+    assert "--all-nvtx" not in every.stdout.split("Measurement contract")[0].split("**")[-2]
+    page = tmp_path / "report.html"
+    out = cli(*ex, "--format", "html", "-o", str(page))
+    assert out.returncode == 0, out.stderr
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") >= 3
+    assert "overlap off vs on" in text and "<script" not in text
+
+
+def test_wide_keeps_full_kernel_names() -> None:
+    t = require_shared() / "nsys" / "nvfuser-h100-schema3.16.sqlite"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    run = [sys.executable, "-m", "nsysmoe", "kernels", str(t), "--top", "0", "--format",
+           "markdown"]  # fmt: skip
+    full = api.kernel_summary(str(t))["name"].to_list()
+    short = subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
+    rows = [html.unescape(line.split(" | ")[0].removeprefix("| ")).replace("\\|", "|")
+            for line in short.splitlines()[4:]]  # Markdown escapes <, > and |
+    assert len(set(rows)) == len(set(full))  # distinct names stay distinct
+    assert max(map(len, rows)) <= 100 < max(map(len, full))
+    wide = subprocess.run([*run[:4], "--wide", *run[4:]], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert wide.returncode == 0, wide.stderr
+    assert all(name in html.unescape(wide.stdout).replace("\\|", "|") for name in full[:5])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import singledispatch
 
-from nsysmoe.renderers.document import Document
+from nsysmoe.renderers.document import Document, ReportOptions
 from nsysmoe.renderers.report import comparison, compat, kernels, ranks, trace
 from nsysmoe.results import (
     Comparison,
@@ -17,15 +17,20 @@ from nsysmoe.results import (
 )
 
 
+def document(result: object, options: ReportOptions | None = None) -> Document:
+    """The report of ``result`` (a TraceAnalysis, Comparison, RanksAnalysis, …) as blocks,
+    showing as much as ``options`` says."""
+    return _document(result, options or ReportOptions())
+
+
 @singledispatch
-def document(result: object) -> Document:
-    """The report of ``result`` (a TraceAnalysis, Comparison, RanksAnalysis, …) as blocks."""
+def _document(result: object, options: ReportOptions) -> Document:
     raise TypeError(f"nsysmoe has no report for a {type(result).__name__}")
 
 
-document.register(TraceAnalysis, trace.document)
-document.register(Comparison, comparison.document)
-document.register(RanksAnalysis, ranks.document)
-document.register(RanksComparison, ranks.comparison_document)
-document.register(CompatRun, compat.document)
-document.register(KernelSummary, kernels.document)
+_document.register(TraceAnalysis, trace.document)
+_document.register(Comparison, comparison.document)
+_document.register(RanksAnalysis, lambda r, options: ranks.document(r))
+_document.register(RanksComparison, lambda r, options: ranks.comparison_document(r))
+_document.register(CompatRun, lambda r, options: compat.document(r))
+_document.register(KernelSummary, kernels.document)

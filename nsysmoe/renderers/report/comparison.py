@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nsysmoe.renderers.cells import count, ms, pct, shorten, versus
-from nsysmoe.renderers.document import Block, Details, Document, Heading, Lines, Table
+from nsysmoe.renderers.document import (
+    Block,
+    Details,
+    Document,
+    Heading,
+    Lines,
+    ReportOptions,
+    Table,
+)  # fmt: skip
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import comparison_headline, shown_source
 from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes, warmup_hint
@@ -115,11 +123,12 @@ def per_gpu_table(c: Comparison) -> Table:
     return Table("Per GPU", header, rows, (False, False) + (True,) * 6)
 
 
-def kernel_change_table(c: Comparison) -> Table:
+def kernel_change_table(c: Comparison, options: ReportOptions | None = None) -> Table:
+    names = (options or ReportOptions()).names(c.kernel_changes["name"].to_list(), 80)
     rows = tuple(
-        (shorten(r["name"], 80), r["class"], count(r["count_off"]), count(r["count_on"]),
+        (name, r["class"], count(r["count_off"]), count(r["count_on"]),
          ms(r["sum_ns_off"]), ms(r["sum_ns_on"]), f"{r['delta_ns'] / 1e6:+,.3f}")
-        for r in c.kernel_changes.iter_rows(named=True)
+        for name, r in zip(names, c.kernel_changes.iter_rows(named=True), strict=True)
     )  # fmt: skip
     off, on = c.off.name, c.on.name
     header = ("kernel", "class", f"n {off}", f"n {on}", f"sum {off} ms", f"sum {on} ms", "Δ ms")
@@ -154,9 +163,10 @@ def shown_rows(rows: Sequence[MetricRow], all_nvtx: bool = False) -> tuple[Metri
     return tuple(r for r in rows if not r.key.startswith("nvtx:") or r.key in top)
 
 
-def document(c: Comparison, *, all_nvtx: bool = False) -> Document:
+def document(c: Comparison, options: ReportOptions | None = None) -> Document:
     """The headline (:mod:`~nsysmoe.renderers.report.headline`), then the sources and windows,
     every metric, the verdicts' noise floors, the contract, and the folded detail."""
+    options = options or ReportOptions()
     a, b = c.off.analysis, c.on.analysis
     off, on = c.off.name, c.on.name
     width = max(len(off), len(on)) + 1
@@ -175,7 +185,7 @@ def document(c: Comparison, *, all_nvtx: bool = False) -> Document:
         *comparison_headline(c),
         Lines(head),
     ]
-    rows = shown_rows(c.rows, all_nvtx)
+    rows = shown_rows(c.rows, options.all_nvtx)
     table = metric_table(rows, c.verdicts, labels=(off, on))
     if len(rows) < len(c.rows):
         more = len(c.rows) - len(rows)
@@ -199,7 +209,7 @@ def document(c: Comparison, *, all_nvtx: bool = False) -> Document:
                        for n in notes(side) if not n.startswith("hint:"))  # fmt: skip
     if side_notes:
         blocks.append(Lines(side_notes, style="notes"))
-    blocks += [kernel_change_table(c), nvtx_change_table(c)]
+    blocks += [kernel_change_table(c, options), nvtx_change_table(c)]
     iterations = [Table(f"{t.title} — {name}", t.header, t.rows, t.right)
                   for name, side in ((off, a), (on, b)) if not side.iterations.is_empty()
                   for t in (iteration_table(side),)]  # fmt: skip

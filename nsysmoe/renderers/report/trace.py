@@ -3,8 +3,17 @@ classes, iterations, NVTX and notes."""
 
 from __future__ import annotations
 
-from nsysmoe.renderers.cells import count, gpu_label, ms, pct, shorten, window_text
-from nsysmoe.renderers.document import Block, Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.renderers.cells import count, gpu_label, ms, pct, window_text
+from nsysmoe.renderers.document import (
+    Block,
+    Caption,
+    Details,
+    Document,
+    Heading,
+    Lines,
+    ReportOptions,
+    Table,
+)  # fmt: skip
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import shown_source, trace_headline
@@ -15,7 +24,7 @@ WARMUP_FACTOR = 1.1  # a first iteration this much slower than the median looks 
 FORMULA = "hidden % = |⋃comm ∩ ⋃compute| / |⋃comm|, per GPU, exact to the ns"
 
 
-def document(a: TraceAnalysis) -> Document:
+def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document:
     """The headline (:mod:`~nsysmoe.renderers.report.headline`), then the detail: per GPU, per
     channel, the wall's evidence and knobs, idle, graphs, and the folded tables."""
     blocks: list[Block] = [
@@ -42,7 +51,8 @@ def document(a: TraceAnalysis) -> Document:
     if not a.phase_totals.is_empty():
         phase_blocks = [phase_table(a)] + ([layer_table(a)] if not a.layers.is_empty() else [])
         blocks.append(Details("Communication by step phase", tuple(phase_blocks)))
-    blocks += [Details("Kernel classes", (class_table(a),)), *optional_tables(a)]
+    blocks += [Details("Kernel classes", (class_table(a),)),
+               *optional_tables(a, options or ReportOptions())]  # fmt: skip
     if launch := launch_lines(a):
         blocks.append(Details("Launch (as the export recorded it; secrets redacted)",
                               (Lines(tuple(launch), style="list"),)))  # fmt: skip
@@ -222,11 +232,12 @@ def nvtx_table(a: TraceAnalysis, top: int = TOP_NVTX) -> Table:
     return Table(title, header, rows, (False, True, True))
 
 
-def unclassified_table(a: TraceAnalysis) -> Table:
+def unclassified_table(a: TraceAnalysis, options: ReportOptions | None = None) -> Table:
     header = ("unclassified kernel name", "count", "sum ms")
+    names = (options or ReportOptions()).names(a.unclassified["name"].to_list(), 80)
     rows = tuple(
-        (shorten(r["name"]), count(r["count"]), ms(r["sum_ns"]))
-        for r in a.unclassified.iter_rows(named=True)
+        (name, count(r["count"]), ms(r["sum_ns"]))
+        for name, r in zip(names, a.unclassified.iter_rows(named=True), strict=True)
     )
     return Table("Busiest kernels no rule recognised (extend with --rules FILE)", header, rows,
                  (False, True, True))  # fmt: skip
@@ -272,7 +283,7 @@ def memory_text(ev: dict) -> str:
     return str(ev.get("memory_usage", "not captured"))
 
 
-def optional_tables(a: TraceAnalysis) -> list[Block]:
+def optional_tables(a: TraceAnalysis, options: ReportOptions | None = None) -> list[Block]:
     """The tables a report shows only when the trace has that data (per iteration and NVTX
     folded: detail a reader opens on demand)."""
     tables: list[Block] = []
@@ -281,7 +292,7 @@ def optional_tables(a: TraceAnalysis) -> list[Block]:
     if not a.nvtx.is_empty():
         tables.append(Details("NVTX ranges", (nvtx_table(a),)))
     if not a.unclassified.is_empty():
-        tables.append(unclassified_table(a))
+        tables.append(unclassified_table(a, options or ReportOptions()))
     return tables
 
 
