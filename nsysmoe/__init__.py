@@ -14,7 +14,7 @@ from nsysmoe._version import __version__
 
 _API = ("analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
         "figures", "kernel_summary", "load", "plot", "render")  # fmt: skip
-_MODEL = ("Scope", "Window")
+_MODEL = ("STEADY", "Scope", "Window")
 
 if TYPE_CHECKING:
     from nsysmoe.api import (
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         plot,
         render,
     )
-    from nsysmoe.model import Scope, Window
+    from nsysmoe.model import STEADY, Scope, Window
 
 
 def __getattr__(name: str) -> Any:
@@ -51,5 +51,6 @@ def __dir__() -> list[str]:
 
 __all__ = [  # the API first, then the model types
     "__version__", "analyze", "analyze_many", "compare", "compare_many", "compat",
-    "example_paths", "figures", "kernel_summary", "load", "plot", "render", "Scope", "Window",
+    "example_paths", "figures", "kernel_summary", "load", "plot", "render", "STEADY", "Scope",
+    "Window",
 ]  # fmt: skip

@@ -81,7 +81,8 @@ def _block(b: Block) -> str:
         inner = "\n\n".join(_block(x) for x in b.blocks)
         return f"<details><summary>{text(b.summary)}</summary>\n\n{inner}\n\n</details>"
     links = [f"![{text(_stem(p))}]({quote(p, safe='/._-~')})" for p in b.paths]
-    return "#### Figures\n\n" + "\n\n".join(links)
+    return ("#### Figures\n\n> Written by `--plot` next to this report: upload them with it (a "
+            "pasted report cannot reach local files).\n\n" + "\n\n".join(links))
 
 
 def _stem(path: str) -> str:
