@@ -30,18 +30,21 @@ from nsysmoe.measure.steps import detect_steps
 from nsysmoe.model import STEADY, WHOLE, Scope, Trace, Window
 from nsysmoe.parallel import Executor, map_files
 from nsysmoe.peers import compat_analysis, profiler_step_names
-from nsysmoe.ranks import run_analysis, side_by_side
+from nsysmoe.ranks import run_analysis
 from nsysmoe.renderers import render
 from nsysmoe.renderers.plot import (
     FigureJob,
     breakdown_figure,
     channels_figure,
+    png_bytes,
     ranks_figure,
     slug,
+    svg_text,
     timeline_figure,
     waits_figure,
     write_figures,
 )
+from nsysmoe.renderers.plot.common import side_names
 from nsysmoe.results import (
     Comparison,
     CompatRun,
@@ -201,49 +204,125 @@ def example_paths(kind: str = "nsys") -> list[Path]:
 
 
 def figure_jobs(result: object) -> list[FigureJob]:
-    """The figures that apply to ``result``: a timeline per trace (measured when drawn), the
-    breakdown and the exposed/hidden time per channel of an A/B, the per-rank chart of more than
-    one rank."""
-    analyses: list[TraceAnalysis] = []
+    """The figures that apply to ``result``, as (file stem, maker) pairs; stems are unique, and
+    each figure is drawn (its lanes measured) only when its maker is called:
+
+    * ``timeline-<trace>``: one iteration of each trace, per GPU (in an A/B, titled with the
+      side's name);
+    * ``breakdown``, ``channels``: an A/B's time breakdown and exposed/hidden time per channel;
+    * ``ranks``: communication per rank, for a run of at least two ranks (GPUs), or a trace of
+      two or more that ran communication. In an A/B, ``ranks-off`` / ``ranks-on``: one chart per
+      side that has two or more, of that side's ranks only, titled with its name. Off and on
+      are different runs, not peers, so their GPUs never share a chart (no straggler could be
+      named across them), and an A/B of two single-GPU traces has no per-rank chart at all;
+    * ``waits``: exposed wait per rank and channel where collectives matched across ranks
+      (in an A/B, ``waits-off`` / ``waits-on``, per side, for the same reason, titled with the
+      side's name).
+
+    An A/B of many-rank runs (:class:`~nsysmoe.results.RanksComparison`) has no figures yet.
+    """
     jobs: list[FigureJob] = []
     if isinstance(result, TraceAnalysis):
-        analyses = [result]
+        jobs += _timeline_jobs([(result, "")])
+        jobs += _run_jobs(result, "", "")
     elif isinstance(result, Comparison):
-        analyses = [result.off.analysis, result.on.analysis]
-    seen: set[str] = set()
-    for a in analyses:
-        if a.source is not None and a.path not in seen:
-            seen.add(a.path)
-            jobs.append((f"timeline-{slug(a.path)}",
-                         partial(lambda a: timeline_figure(lanes.timeline(a)), a)))  # fmt: skip
-    run = result if isinstance(result, RanksAnalysis) else None
-    if isinstance(result, Comparison):
-        parts = {s.label: lanes.breakdown(s.analysis.totals) for s in (result.off, result.on)}
+        sides = (result.off, result.on)
+        names = side_names(sides)
+        jobs += _timeline_jobs([(s.analysis, n) for s, n in zip(sides, names, strict=True)])
+        parts = {s.label: lanes.breakdown(s.analysis.totals) for s in sides}
         jobs.append(("breakdown", partial(breakdown_figure, result, parts)))
         jobs.append(("channels", partial(channels_figure, result)))
-        run = side_by_side([result.off.analysis, result.on.analysis])
-    if run is not None and len(run.ranks) > 1:
-        jobs.append(("ranks", partial(ranks_figure, run)))
-    collectives = run.collectives if isinstance(result, RanksAnalysis) else (
-        result.collectives if isinstance(result, TraceAnalysis) else None)  # fmt: skip
-    if collectives is not None and collectives.matched:
-        jobs.append(("waits", partial(waits_figure, collectives)))
+        for side, name in zip(sides, names, strict=True):
+            jobs += _run_jobs(side.analysis, f"-{side.label}", name)
+    elif isinstance(result, RanksAnalysis):
+        if len(result.ranks) > 1:
+            jobs.append(("ranks", partial(ranks_figure, result)))
+        if result.collectives.matched:
+            jobs.append(("waits", partial(waits_figure, result.collectives)))
+    return _unique_stems(jobs)
+
+
+def _timeline_jobs(analyses: list[tuple[TraceAnalysis, str]]) -> list[FigureJob]:
+    """A timeline per trace still holding its source; one trace on both sides of an A/B (the
+    same file) is drawn once, titled with both names."""
+    names: dict[str, list[str]] = {}
+    first: dict[str, TraceAnalysis] = {}
+    for a, name in analyses:
+        if a.source is not None:
+            first.setdefault(a.path, a)
+            names.setdefault(a.path, []).append(name)
+    return [(f"timeline-{slug(path)}",
+             partial(_timeline_of, a, " and ".join(n for n in names[path] if n)))
+            for path, a in first.items()]  # fmt: skip
+
+
+def _timeline_of(a: TraceAnalysis, side: str) -> Figure:
+    return timeline_figure(lanes.timeline(a), side)
+
+
+def _ranks_of(a: TraceAnalysis, side: str) -> Figure:
+    return ranks_figure(run_analysis([a]), side)
+
+
+def _run_jobs(a: TraceAnalysis, suffix: str, name: str) -> list[FigureJob]:
+    """The per-rank chart of one trace's ranks (GPUs), where it has two or more and some ran
+    communication (a chart of zeros says nothing), and their wait heat map: the figure data (a
+    ranks analysis of this trace alone) is computed when drawn."""
+    jobs: list[FigureJob] = []
+    if len(a.gpus) > 1 and a.totals.comm_ns > 0:
+        jobs.append((f"ranks{suffix}", partial(_ranks_of, a, name)))
+    if a.collectives.matched:
+        jobs.append((f"waits{suffix}", partial(waits_figure, a.collectives, name)))
     return jobs
 
 
+def _unique_stems(jobs: list[FigureJob]) -> list[FigureJob]:
+    """Stems that would collide (two traces of one file name) get ``-2``, ``-3``…, as
+    :func:`~nsysmoe.renderers.plot.write_figures` names their files."""
+    out, used = [], set()
+    for stem, make in jobs:
+        name, k = stem, 1
+        while name in used:
+            k += 1
+            name = f"{stem}-{k}"
+        used.add(name)
+        out.append((name, make))
+    return out
+
+
 def plot(result: object, outdir: str | Path) -> list[Path]:
-    """Write every figure that applies to ``result`` into ``outdir`` as PNG and SVG."""
+    """Write every figure that applies to ``result`` (:func:`figure_jobs`) into ``outdir`` as
+    PNG and SVG, one figure in memory at a time (each freed once written; pyplot never holds
+    one, so a loop over many results leaks none)."""
     return write_figures(Path(outdir), figure_jobs(result))
 
 
 def figures(result: object) -> dict[str, Figure]:
-    """Every figure that applies to ``result``, drawn, by name (``breakdown``, ``ranks``,
-    ``timeline-<trace>``): matplotlib figures to show in Jupyter or save yourself."""
+    """Every figure that applies to ``result``, drawn, by stem (:func:`figure_jobs`:
+    ``breakdown``, ``ranks``, ``timeline-<trace>``, …): matplotlib figures (not pyplot's, so
+    nothing to close) that display inline in Jupyter as PNG without ``%matplotlib inline``, or
+    to save yourself."""
+    _show_in_jupyter()
     return {stem: make() for stem, make in figure_jobs(result)}
 
 
+def figure_svgs(result: object) -> dict[str, str]:
+    """Every figure that applies to ``result``, drawn in memory as SVG text, by the stems of
+    :func:`figure_jobs` (in its order): each text starts at its ``<svg>`` root element (no XML
+    prolog, no creation date), ready to inline in an HTML page. One figure is held at a time,
+    freed once written."""
+    svgs = {}
+    for stem, make in figure_jobs(result):
+        fig = make()
+        svgs[stem] = svg_text(fig)
+        fig.clear()
+    return svgs
+
+
 def _show_in_jupyter() -> None:
-    """Results display as HTML in Jupyter (IPython's formatter, so results stay plain data)."""
+    """In Jupyter, results display as HTML and matplotlib figures as PNG (IPython's formatters,
+    so results stay plain data and no ``%matplotlib inline`` is needed; a PNG formatter already
+    set for figures, e.g. by ``%matplotlib inline``, is kept)."""
     import sys
 
     if "IPython" not in sys.modules:
@@ -251,9 +330,16 @@ def _show_in_jupyter() -> None:
     shell = sys.modules["IPython"].get_ipython()
     if shell is None:
         return
-    html = shell.display_formatter.formatters["text/html"]
+    formatters = shell.display_formatter.formatters
+    html = formatters["text/html"]
     for kind in (TraceAnalysis, Comparison, RanksAnalysis, RanksComparison, CompatRun):
         html.for_type(kind, lambda result: render(result, "html"))
+    png = formatters["image/png"]
+    figure_type = ("matplotlib.figure", "Figure")
+    if figure_type not in png.deferred_printers and not any(
+        (t.__module__, t.__name__) == figure_type for t in png.type_printers
+    ):
+        png.for_type_by_name(*figure_type, png_bytes)
 
 
 _show_in_jupyter()
@@ -261,5 +347,5 @@ _show_in_jupyter()
 
 __all__ = [
     "Executor", "analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
-    "figure_jobs", "figures", "kernel_summary", "load", "plot", "render",
+    "figure_jobs", "figure_svgs", "figures", "kernel_summary", "load", "plot", "render",
 ]  # fmt: skip

@@ -191,7 +191,7 @@ def test_example_pair_draws_every_figure_with_the_channel_chart(tmp_path: Path) 
     jobs = api.figure_jobs(comparison)
     if "channels" not in dict(jobs):  # until api.figure_jobs draws it for every A/B
         jobs.append(("channels", partial(channels_figure, comparison)))
-    stems = {"breakdown", "ranks", "channels"} | {f"timeline-{slug(t.path)}" for t in (off, on)}
+    stems = {"breakdown", "channels"} | {f"timeline-{slug(t.path)}" for t in (off, on)}
     check_files(write_figures(tmp_path, jobs), stems)
 
 

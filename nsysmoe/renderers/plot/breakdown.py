@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from nsysmoe.renderers.cells import versus
 from nsysmoe.renderers.plot.common import (
     COLORS,
     PART_HELP,
@@ -16,6 +16,8 @@ from nsysmoe.renderers.plot.common import (
     ms_label,
     patch,
     pct_label,
+    side_names,
+    windows_line,
 )
 from nsysmoe.results import Comparison, Side
 
@@ -37,14 +39,16 @@ def breakdown_figure(comparison: Comparison, parts: dict[str, dict[str, int]]) -
     longest = max(sum(parts[s.label].values()) for s in sides) / 1e6 or 1.0
     for y, side in enumerate(sides):
         _stacked_bar(ax, y, parts[side.label], used, longest)
-    ax.set_yticks(range(len(sides)), [_side_label(s) for s in sides], fontsize=9.5)
+    names = side_names(sides)
+    ax.set_yticks(range(len(sides)), [_side_label(s, n) for s, n in zip(sides, names, strict=True)],
+                  fontsize=9.5)  # fmt: skip
     ax.invert_yaxis()  # off on top, as in the tables
     ax.set_xlim(0, longest * 1.14)  # room for the span label
     ax.set_xlabel("GPU time in the analysed window (ms, summed over GPUs)")
     grid(ax, "x")
-    _legend(fig, parts, used, sides)
-    fig.suptitle("Where the GPU time went, " + " vs ".join(s.name for s in sides)
-                 + "\n" + windows_line(sides), fontsize=10.5)  # fmt: skip
+    _legend(fig, parts, used, sides, names)
+    fig.suptitle(f"Where the GPU time went, {versus(*names)}\n{windows_line(sides)}",
+                 fontsize=10.5)  # fmt: skip
     return fig
 
 
@@ -67,7 +71,7 @@ def _stacked_bar(ax: Axes, y: int, values: dict[str, int], used: list[str], long
 
 
 def _legend(fig: Figure, parts: dict[str, dict[str, int]], used: list[str],
-            sides: Sequence[Side]) -> None:  # fmt: skip
+            sides: Sequence[Side], names: Sequence[str]) -> None:  # fmt: skip
     """Every used part with its value per side (off → on), so parts too thin to label in the
     bars are still readable."""
     handles = [
@@ -75,21 +79,12 @@ def _legend(fig: Figure, parts: dict[str, dict[str, int]], used: list[str],
         for p in used
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8.5, frameon=False,
-               title=f"values: {' → '.join(s.name for s in sides)}",
+               title=f"values: {' → '.join(names)}",
                title_fontsize=8.5)  # fmt: skip
 
 
-def _side_label(side: Side) -> str:
+def _side_label(side: Side, name: str) -> str:
     n = len(side.analysis.gpus)
-    hidden = pct_label(side.analysis.totals.hidden_pct)
-    return f"{side.name}\n{hidden} of comm hidden\n{n} GPU{'s' if n != 1 else ''}"
-
-
-def windows_line(sides: Sequence[Side]) -> str:
-    """The sides' windows, once when they agree, wrapped to fit under a title."""
-    texts = [s.analysis.window_text for s in sides]
-    if len(set(texts)) == 1:
-        line = f"window (both sides): {texts[0]}"
-    else:
-        line = "; ".join(f"window {s.name}: {t}" for s, t in zip(sides, texts, strict=True))
-    return "\n".join(textwrap.wrap(line, 130))
+    pct = side.analysis.totals.hidden_pct
+    hidden = "no communication kernels" if pct is None else f"{pct_label(pct)} of comm hidden"
+    return f"{name}\n{hidden}\n{n} GPU{'s' if n != 1 else ''}"

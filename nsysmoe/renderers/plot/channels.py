@@ -9,16 +9,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nsysmoe.measure.channels import CHANNEL_ORDER
-from nsysmoe.renderers.plot.breakdown import windows_line
+from nsysmoe.renderers.cells import versus
 from nsysmoe.renderers.plot.common import (
     COLORS,
     PART_HELP,
     WIDTH,
     figure,
     grid,
+    label_room,
     ms_label,
     patch,
     pct_label,
+    side_names,
+    windows_line,
 )
 from nsysmoe.results import Comparison
 
@@ -54,12 +57,13 @@ def channels_figure(comparison: Comparison) -> Figure:
     ax = fig.add_subplot()
     longest = max((int(r["comm_ns"]) for v in values.values() for r in v.values()), default=0)
     longest = longest / 1e6 or 1.0
-    ticks, labels = [], []
+    names = side_names(sides)
+    ticks, labels, ends = [], [], []
     for i, channel in enumerate(channels):
         for j, side in enumerate(sides):
             y = i * (len(sides) + 1) + j
             ticks.append(y)
-            labels.append(f"{channel}   {side.name}" if j == 0 else side.name)
+            labels.append(f"{channel}   {names[j]}" if j == 0 else names[j])
             row = values[side.label].get(channel)
             if row is None:
                 ax.text(0, y, " absent on this side", va="center", fontsize=8.5, color="grey")
@@ -68,9 +72,10 @@ def channels_figure(comparison: Comparison) -> Figure:
             for column, color in SEGMENTS:
                 width = int(row[column]) / 1e6
                 ax.barh(y, width, left=left, height=0.8, color=COLORS[color], edgecolor="white",
-                        linewidth=0.8, label=f"{side.name} {channel} {column}")  # fmt: skip
+                        linewidth=0.8, label=f"{names[j]} {channel} {column}")  # fmt: skip
                 left += width
             ax.text(left + 0.01 * longest, y, _value_label(row), va="center", fontsize=8.5)
+            ends.append((left, _value_label(row)))
     if not channels:
         ax.text(0.5, 0.5, "no communication kernels on either side", transform=ax.transAxes,
                 ha="center", va="center", color="grey")  # fmt: skip
@@ -79,14 +84,13 @@ def channels_figure(comparison: Comparison) -> Figure:
         ax.set_yticks(ticks, labels, fontsize=9)
         ax.set_ylim(ticks[-1] + 0.8, -0.8)  # off of the first channel on top, as in the tables
     ax.tick_params(axis="y", length=0)
-    ax.set_xlim(0, longest * 1.5)  # room for the value labels
+    ax.set_xlim(0, max(longest * 1.2, label_room(ends, 8.5, WIDTH - 2.6)))
     ax.set_xlabel("communication time per channel (ms, union per GPU, summed over GPUs)")
     grid(ax, "x")
     fig.legend(handles=[patch(k, PART_HELP[k]) for _, k in SEGMENTS], loc="outside lower center",
                ncols=2, fontsize=8.5, frameon=False)  # fmt: skip
-    fig.suptitle("Exposed and hidden communication per channel, overlap "
-                 + " vs ".join(s.name for s in sides) + "\n" + windows_line(sides),
-                 fontsize=10.5)  # fmt: skip
+    fig.suptitle(f"Exposed and hidden communication per channel, {versus(*names)}\n"
+                 + windows_line(sides), fontsize=10.5)  # fmt: skip
     return fig
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
+import textwrap
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
+from nsysmoe.renderers.names import distinct
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from nsysmoe.results import Side, TraceAnalysis
 
 MAX_BARS = 4000  # per lane; beyond, sub-pixel gaps are closed before drawing
 WIDTH = 12.0  # inches: readable on a laptop screen and in a PR at 100 % zoom
@@ -78,6 +83,18 @@ def bars(iset: IntervalSet, origin: int, pixel_ns: int) -> list[tuple[float, flo
     return list(zip(starts.tolist(), ((iset.ends - iset.starts) / 1e6).tolist(), strict=True))
 
 
+def label_room(ends: Sequence[tuple[float, str]], fontsize: float, axes_in: float) -> float:
+    """The x-axis limit at which each label, written just right of its bar's end (``(end,
+    text)`` in data units), still ends inside an axes about ``axes_in`` inches wide: labels
+    never run off the figure, however long the longest bar's is. Text width is estimated
+    generously (0.6 em a character)."""
+    limit = 0.0
+    for end, text in ends:
+        share = len(text) * 0.6 * fontsize / 72 / axes_in  # of the axes width
+        limit = max(limit, end / max(0.97 - 0.01 - share, 0.2))
+    return limit
+
+
 def patch(color_key: str, label: str) -> Any:
     from matplotlib.patches import Patch
 
@@ -89,7 +106,81 @@ def grid(ax: Axes, axis: str) -> None:
     ax.set_axisbelow(True)
 
 
+_TRACE_EXT = re.compile(r"\.(sqlite|nsys-rep|json(\.gz)?)(?=:)")
+
+
+def short_ranks(ranks: Sequence[str], limit: int = 34) -> list[str]:
+    """Rank labels without their file extension (kept where dropping it would make two ranks
+    read the same), cut to ``limit`` characters by :func:`nsysmoe.renderers.names.distinct`:
+    never so far that two ranks read alike."""
+    bare = [_TRACE_EXT.sub("", r) for r in ranks]
+    owners: dict[str, set[str]] = {}
+    for rank, b in zip(ranks, bare, strict=True):
+        owners.setdefault(b, set()).add(rank)
+    keep = [r if len(owners[b]) > 1 else b for r, b in zip(ranks, bare, strict=True)]
+    return distinct(keep, limit)
+
+
 def short_rank(rank: str, limit: int = 34) -> str:
-    """A rank label without its file extension, middle-truncated to fit under a tick."""
-    rank = re.sub(r"\.(sqlite|nsys-rep|json(\.gz)?)(?=:)", "", rank)
-    return rank if len(rank) <= limit else rank[: limit // 2 - 1] + "…" + rank[-(limit // 2) :]
+    """One rank label as :func:`short_ranks` shows it on its own (only for a label with no
+    neighbours; labels shown together go through :func:`short_ranks`)."""
+    return short_ranks([rank], limit)[0]
+
+
+def side_names(sides: Sequence[Side]) -> list[str]:
+    """The sides' names (``Side.name``: "overlap off", …), told apart by their place ("off",
+    "on") should two sides carry the same name."""
+    names = [s.name for s in sides]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{s.name} ({s.label})" if names.count(s.name) > 1 else s.name for s in sides]
+
+
+_ORIGIN = re.compile(r" from the first GPU activity at ([\d,]+) ns")
+
+
+def window_key(a: TraceAnalysis) -> tuple[object, ...]:
+    """What an analysis' window *is*, comparable across traces (whose clocks differ): the
+    iteration numbers of an iteration window, the bounds of a time window (counted from the
+    first GPU activity for a relative one), or the whole trace. Two windows with equal keys
+    are the same window however their descriptions differ (e.g. "7 of 8" vs "7 of 9 complete
+    iterations")."""
+    if not a.window.bounded:
+        return ("whole trace",)
+    if a.window_text.startswith("time window"):
+        m = _ORIGIN.search(a.window_text)
+        origin = int(m.group(1).replace(",", "")) if m else 0
+        lo, hi = a.window.start_ns, a.window.end_ns
+        return ("time", m is not None, None if lo is None else lo - origin,
+                None if hi is None else hi - origin)  # fmt: skip
+    return ("iterations", tuple(sorted(a.iterations["step"].to_list())))
+
+
+def same_window_text(a: TraceAnalysis) -> str:
+    """A window the traces share (equal :func:`window_key`), in words true of every one of
+    them, for when their own descriptions differ in side details (warm-up, clock origin)."""
+    key = window_key(a)
+    if key[0] == "iterations":
+        steps = sorted(a.iterations["step"].to_list())
+        return f"the same {len(steps)} iterations, {steps[0]}–{steps[-1]}"
+    if key[0] == "time":
+        lo, hi = ("start" if v is None else f"{v:,} ns" for v in key[2:])
+        return f"the same time window, [{lo}, {hi})" + (" from the first GPU activity"
+                                                          if key[1] else "")  # fmt: skip
+    return "the whole trace"
+
+
+def windows_line(sides: Sequence[Side]) -> str:
+    """The sides' windows for a title, wrapped: once when they are the same window (in the
+    sides' own words where those agree); "windows differ" only when they are not the same
+    window, with each side's."""
+    analyses = [s.analysis for s in sides]
+    texts = [a.window_text for a in analyses]
+    if len({window_key(a) for a in analyses}) > 1:
+        each = "; ".join(f"{n}: {t}" for n, t in zip(side_names(sides), texts, strict=True))
+        line = f"windows differ: {each}"
+    elif len(set(texts)) == 1:
+        line = f"window (both sides): {texts[0]}"
+    else:
+        line = f"window (both sides): {same_window_text(analyses[0])}"
+    return "\n".join(textwrap.wrap(line, 130))

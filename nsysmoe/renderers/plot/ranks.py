@@ -10,7 +10,16 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.renderers.plot.common import COLORS, PART_HELP, WIDTH, figure, grid, short_rank
+from nsysmoe.renderers.plot.common import (
+    COLORS,
+    PART_HELP,
+    WIDTH,
+    figure,
+    grid,
+    same_window_text,
+    short_ranks,
+    window_key,
+)
 from nsysmoe.results import RanksAnalysis
 
 if TYPE_CHECKING:
@@ -20,7 +29,7 @@ if TYPE_CHECKING:
 MAX_NAMED_RANKS = 16  # above this, ticks are rank indices and a mapping panel names the ranks
 
 
-def ranks_figure(run: RanksAnalysis) -> Figure:
+def ranks_figure(run: RanksAnalysis, side: str = "") -> Figure:
     """Exposed and hidden communication per rank (stacked: the bar is the rank's communication
     union), the median step time in a panel above when iterations were found, stragglers
     outlined and their tick labels coloured.
@@ -28,8 +37,12 @@ def ranks_figure(run: RanksAnalysis) -> Figure:
     Collectives wait for the slowest peer, so the straggler is the rank with the *least*
     communication (everyone else waits in comm kernels) and, with steps, the longest step.
     Step times get their own panel, not a twin axis, so no marker reads against the wrong
-    scale. Up to :data:`MAX_NAMED_RANKS` ranks are named under the bars; beyond that the ticks
-    are indices and a key below maps index → rank, so 64 ranks stay readable.
+    scale. A step time is a file's (the median of its iterations), so the panel is drawn only
+    when the ranks come from more than one file; ranks of one file share one step time, which
+    the title gives instead. Up to :data:`MAX_NAMED_RANKS` ranks are named under the bars;
+    beyond that the ticks are indices and a key below maps index → rank, so 64 ranks stay
+    readable; names are cut only as far as they stay distinct. ``side``: the A/B side's name
+    ("overlap on") when the run is one side of an A/B, put first in the title.
     """
     r = run.ranks
     if r.is_empty():
@@ -37,7 +50,8 @@ def ranks_figure(run: RanksAnalysis) -> Figure:
     n, ranks = len(r), r["rank"].to_list()
     x = np.arange(n)
     exposed, hidden, step = _per_rank_ms(r)
-    has_steps, named = bool(np.isfinite(step).any()), n <= MAX_NAMED_RANKS
+    per_file = r["file"].n_unique() > 1 if "file" in r.columns else True
+    has_steps, named = bool(np.isfinite(step).any()) and per_file, n <= MAX_NAMED_RANKS
     fig, rows = _ranks_layout(n, has_steps, named)
     ax = fig.add_subplot(rows[int(has_steps)])
     width = 0.8 if n <= 32 else 0.9
@@ -59,7 +73,7 @@ def ranks_figure(run: RanksAnalysis) -> Figure:
     ax.legend(loc="upper left", fontsize=8, ncols=2, framealpha=0.9)
     if has_steps:
         _step_panel(fig.add_subplot(rows[0], sharex=ax), x, step, colored)
-    fig.suptitle(_ranks_title(run, n, has_steps), fontsize=10.5)
+    fig.suptitle(_ranks_title(run, n, step, per_file, side), fontsize=10.5)
     return fig
 
 
@@ -100,12 +114,13 @@ def _mark_stragglers(
         "by_comm_wait": ("least comm: the others wait for it", "#6a3d9a", "--"),
     }
     colored: dict[int, str] = {}
+    names = short_ranks(ranks, 60)
     for kind, straggler in run.stragglers.named():
         if straggler.rank in ranks:
             what, color, style = marks[kind]
             i = ranks.index(straggler.rank)
             colored.setdefault(i, color)
-            label = f"straggler ({what}): #{i} {short_rank(straggler.rank, 60)}"
+            label = f"straggler ({what}): #{i} {names[i]}"
             ax.bar(
                 i,
                 total[i],
@@ -132,7 +147,7 @@ def _rank_ticks(
     if key is None:
         ax.set_xticks(
             x,
-            [f"#{i} {short_rank(s)}" for i, s in enumerate(ranks)],
+            [f"#{i} {s}" for i, s in enumerate(short_ranks(ranks))],
             rotation=30,
             ha="right",
             rotation_mode="anchor",
@@ -172,12 +187,27 @@ def _step_panel(top: Axes, x: np.ndarray, step: np.ndarray, colored: dict[int, s
     grid(top, "y")
 
 
-def _ranks_title(run: RanksAnalysis, n: int, has_steps: bool) -> str:
-    """Title with the window; one text when all files agree, so 64 ranks do not repeat it."""
-    texts = {a.window_text for a in run.analyses}
-    window = texts.pop() if len(texts) == 1 else "windows differ per file"
-    note = "" if has_steps else " (no iterations found, so no step times)"
+def _ranks_title(run: RanksAnalysis, n: int, step: np.ndarray, per_file: bool,
+                 side: str = "") -> str:  # fmt: skip
+    """Title with the window: one text when every file has the same window in the same words
+    (so 64 ranks do not repeat it), "windows differ per file" only when they are not the same
+    window; and why there is no step panel, when there is none."""
+    texts = [a.window_text for a in run.analyses]
+    if len({window_key(a) for a in run.analyses}) > 1:
+        window = "windows differ per file"
+    elif len(set(texts)) == 1:
+        window = texts[0]
+    else:
+        window = f"{same_window_text(run.analyses[0])} in every file"
+    if not np.isfinite(step).any():
+        note = " (no iterations in any file's window, so no step times)"
+    elif not per_file:
+        note = (f" (one file: its median step, {np.nanmedian(step):,.3f} ms, is every rank's, so "
+                "no per-rank step panel)")  # fmt: skip
+    else:
+        note = ""
     title = f"Communication per rank ({n} ranks), exposed vs hidden under compute{note}; window: "
+    title = f"{side}: {title[0].lower()}{title[1:]}" if side else title
     return "\n".join(textwrap.wrap(title + window, 130))
 
 
@@ -185,12 +215,12 @@ def _rank_key(ax: Axes, ranks: list[str], colored: dict[int, str]) -> None:
     """index → rank, four columns, for runs too wide to name ranks under the bars."""
     ax.set_axis_off()
     rows = -(-len(ranks) // 4)
-    for i, rank in enumerate(ranks):
+    for i, rank in enumerate(short_ranks(ranks, 48)):
         col, row = divmod(i, rows)
         ax.text(
             col / 4,
             1 - (row + 0.5) / rows,
-            f"{i:>3} {short_rank(rank, 48)}",
+            f"{i:>3} {rank}",
             fontsize=6.5,
             family="monospace",
             va="center",

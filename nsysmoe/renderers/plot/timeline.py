@@ -44,8 +44,9 @@ LANES = {
 _LANE_BUDGET = 40
 
 
-def timeline_figure(tl: Timeline) -> Figure:
-    """The timeline of ``tl``: one panel per drawn GPU, its lanes labelled with their busy time."""
+def timeline_figure(tl: Timeline, side: str = "") -> Figure:
+    """The timeline of ``tl``: one panel per drawn GPU, its lanes labelled with their busy time;
+    ``side``: the A/B side's name ("overlap off"), put before the file name in the title."""
     names = _other_lanes(tl)
     counts = [max(len(g.channels), 1) + len(names) for g in tl.gpus]
     lane_h = 0.34 if len(tl.gpus) <= 2 else 0.24  # many GPUs: thinner lanes, still one page
@@ -60,7 +61,7 @@ def timeline_figure(tl: Timeline) -> Figure:
     axes[-1].set_xlim(0, (tl.hi_ns - tl.lo_ns) / 1e6)
     start = "iteration" if tl.how.startswith("iteration") else "interval"
     axes[-1].set_xlabel(f"time since the {start} started (ms)")
-    fig.suptitle(_title(tl), fontsize=11)
+    fig.suptitle(_title(tl, side), fontsize=11)
     _legend(fig, tl, names)
     return fig
 
@@ -81,12 +82,15 @@ def channel_label(names: tuple[str, ...]) -> str:
     return f"{names[0]} + {len(names) - 1} more"
 
 
-def _title(tl: Timeline) -> str:
+def _title(tl: Timeline, side: str = "") -> str:
     which = f"the first {len(tl.gpus)} of {tl.n_gpus} GPUs" if tl.n_gpus > len(tl.gpus) else (
-        "all GPUs")  # fmt: skip
+        "all GPUs" if tl.n_gpus > 1 else "its GPU")  # fmt: skip
+    start = "iteration" if tl.how.startswith("iteration") else "interval"
+    name = f"{side}: {Path(tl.path).name}" if side else Path(tl.path).name
     title = (
-        f"{Path(tl.path).name}: {tl.how} ({ms_label(tl.hi_ns - tl.lo_ns)})\n"
-        f"communication hidden under compute ({which}): {hidden_label(tl.hidden_pct)}"
+        f"{name}: {tl.how} ({ms_label(tl.hi_ns - tl.lo_ns)})\n"
+        f"communication hidden under compute in this {start} ({which}): "
+        f"{hidden_label(tl.hidden_pct)}"
     )
     shared = sorted({c.names for g in tl.gpus for c in g.channels if len(c.names) > 1})
     if shared:
@@ -102,10 +106,14 @@ def _legend(fig: Figure, tl: Timeline, names: list[str]) -> None:
     channels: list[str] = []
     for g in tl.gpus:
         channels += [n for c in g.channels for n in c.names if n not in channels]
-    what = ("communication: one lane per channel (" + ", ".join(channels) + ")") if channels else (
+    shared = any(len(c.names) > 1 for g in tl.gpus for c in g.channels)
+    lanes = (f"a lane per channel, at most {tl.max_channel_lanes} per GPU" if shared
+             else "one lane per channel")  # fmt: skip
+    what = (f"communication: {lanes} (" + ", ".join(channels) + ")") if channels else (
         "no communication kernels on the drawn GPUs")  # fmt: skip
     # below the axes: above them, constrained layout lets the legend run into the title
-    ncols = len(handles) if len(handles) <= 6 else -(-len(handles) // 2)  # one or two rows
+    # one row while it fits the figure's width, else two (a row of six ran off its edges)
+    ncols = len(handles) if len(handles) <= 4 else -(-len(handles) // 2)
     fig.legend(handles=handles, loc="outside lower center", ncols=ncols,
                fontsize=8.5, frameon=False, title=what, title_fontsize=8.5)  # fmt: skip
 
