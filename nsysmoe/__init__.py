@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from nsysmoe._version import __version__
 
 _API = ("analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
-        "figures", "kernel_summary", "load", "plot", "render")  # fmt: skip
+        "figure_svgs", "figures", "kernel_summary", "load", "plot", "render")  # fmt: skip
 _MODEL = ("STEADY", "Scope", "Window")
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         compare_many,
         compat,
         example_paths,
+        figure_svgs,
         figures,
         kernel_summary,
         load,
@@ -51,6 +52,6 @@ def __dir__() -> list[str]:
 
 __all__ = [  # the API first, then the model types
     "__version__", "analyze", "analyze_many", "compare", "compare_many", "compat",
-    "example_paths", "figures", "kernel_summary", "load", "plot", "render", "STEADY", "Scope",
-    "Window",
+    "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "render",
+    "STEADY", "Scope", "Window",
 ]  # fmt: skip
