@@ -91,15 +91,20 @@ class Launch:
     working_dir: str = ""
     environment: dict[str, str] = field(default_factory=dict)
     system: dict[str, str] = field(default_factory=dict)
+    #: the program that generated the trace when it is synthetic, not a measurement (an nsys
+    #: export's ``NSYSMOE_GENERATED_BY`` metadata row, a Kineto trace's ``generatedBy`` field)
+    generated_by: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"command": list(self.command), "working_dir": self.working_dir,
-                "environment": dict(self.environment), "system": dict(self.system)}  # fmt: skip
+                "environment": dict(self.environment), "system": dict(self.system),
+                "generated_by": self.generated_by}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> Launch:
         return cls(tuple(d.get("command", ())), d.get("working_dir", ""),
-                   dict(d.get("environment", {})), dict(d.get("system", {})))  # fmt: skip
+                   dict(d.get("environment", {})), dict(d.get("system", {})),
+                   d.get("generated_by"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,11 @@ class Trace:
     session_start_ns: int | None = None
     #: the command line, environment and host the export recorded, secrets redacted
     launch: Launch = field(default_factory=Launch)
+
+    @property
+    def generated_by(self) -> str | None:
+        """The program that generated this trace when it is synthetic (see :class:`Launch`)."""
+        return self.launch.generated_by
 
     @property
     def gpu_keys(self) -> list[tuple[int, int]]:

@@ -277,6 +277,18 @@ class TraceAnalysis:
     warnings: tuple[str, ...] = ()
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def median_step_ns(self) -> int | None:
+        """The median step time over the window's iterations (their GPU periods), as every report
+        of this trace says it; None without iterations."""
+        it = self.iterations
+        return None if it.is_empty() else int(it["step_ns"].median())
+
+    @property
+    def generated_by(self) -> str | None:
+        """The program that generated this trace when it is synthetic, not a measurement."""
+        return self.launch.generated_by
+
     def to_polars(self) -> pl.DataFrame:
         """The per-GPU table (one row per (pid, device))."""
         return self.gpus
@@ -310,6 +322,7 @@ class TraceAnalysis:
             "format": self.source_format,
             "schema_version": self.schema_version,
             "product_version": self.product_version,
+            "generated_by": self.generated_by,
             "window": {
                 "start_ns": self.window.start_ns,
                 "end_ns": self.window.end_ns,

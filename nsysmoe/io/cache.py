@@ -34,8 +34,8 @@ from nsysmoe.model import Launch, Trace
 
 FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole
 SAMPLES, SAMPLE_BYTES = 64, 64 << 10  # larger files: this many blocks, evenly spread
-FORMAT = 5  # bumped when the canonical tables or the key change (3: content hash, 4: graphs,
-# 5: session start and launch)
+FORMAT = 6  # bumped when the canonical tables or the key change (3: content hash, 4: graphs,
+# 5: session start and launch, 6: the generator of a synthetic trace)
 TABLES = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
 META = tuple(f.name for f in fields(Trace) if f.name not in TABLES)
 

@@ -44,7 +44,7 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
+from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, generator, reasons_text
 from nsysmoe.io.cuda_api import api_kind
 from nsysmoe.io.kineto_events import HINT, frame, frames, is_kineto, to_ns
 from nsysmoe.io.launch import redact
@@ -107,7 +107,8 @@ def read_kineto(path: str | Path) -> Trace:
         nvtx=_select(nvtx, model.NVTX_SCHEMA),
         gpus=_gpus(pid, kernels, memops, meta["props"], not_captured),
         memory_events=_memory(pid, memory, not_captured),
-        launch=Launch(system={k: redact(k, v) for k, v in sorted(meta["system"].items())}),
+        launch=Launch(system={k: redact(k, v) for k, v in sorted(meta["system"].items())},
+                      generated_by=generator(meta["generated_by"])),
         not_captured=not_captured,
         warnings=notes.warnings(),
         dropped=notes.dropped,

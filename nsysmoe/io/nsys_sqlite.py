@@ -21,7 +21,7 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
+from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, generator, reasons_text
 from nsysmoe.io.cuda_api import api_kind
 from nsysmoe.io.launch import read_launch
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
@@ -38,6 +38,8 @@ MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 #: one row per whole CUDA-graph replay (``--cuda-graph-trace=graph``), host- or device-launched
 GRAPH_TABLES = ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE")
 GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
+#: export metadata row naming the program that generated a synthetic export (not a measurement)
+GENERATED_BY = "NSYSMOE_GENERATED_BY"
 
 #: NVTX eventType codes (ENUM_NSYS_EVENT_TYPE): push/pop, start/end and their NVTXT variants
 NVTX_RANGE_TYPES = {59: "pushpop", 60: "startend", 70: "pushpop", 71: "startend"}
@@ -144,7 +146,7 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         not_captured=not_captured,
         graph_trace=_graph_trace_options(db),
         session_start_ns=_session_start(db),
-        launch=read_launch(db),
+        launch=replace(read_launch(db), generated_by=generator(meta.get(GENERATED_BY))),
     )
     return trace, notes
 
