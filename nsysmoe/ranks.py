@@ -19,6 +19,7 @@ from nsysmoe.measure.graphs import combined
 from nsysmoe.results import (
     Collectives,
     Failure,
+    MissingIterations,
     RanksAnalysis,
     StepStraggler,
     Stragglers,
@@ -30,19 +31,35 @@ SPREAD_METRICS = ("step_ns", "hidden_pct", "exposed_ns", "comm_ns", "idle_ns", "
 
 
 def rank_table(analyses: tuple[TraceAnalysis, ...]) -> pl.DataFrame:
+    """One row per GPU of every file: its metrics, and its file's iteration count and median step
+    exactly as the file's own analysis finds them (a lone iteration's GPU span included)."""
     frames = []
     for a in analyses:
-        # a step time needs two iterations: a lone iteration's GPU span is no period
-        step = a.iterations["step_ns"].median() if len(a.iterations) >= 2 else None
         frames.append(
             a.gpus.with_columns(
                 pl.lit(a.path).alias("file"),
                 pl.format("{}:{}:{}", pl.lit(Path(a.path).name), "pid", "device").alias("rank"),
-                pl.lit(step, pl.Float64).alias("step_ns"),
+                pl.lit(len(a.iterations), pl.Int64).alias("iterations"),
+                pl.lit(a.median_step_ns, pl.Int64).alias("step_ns"),
             )
         )
     table = pl.concat(frames, how="diagonal_relaxed")
     return table.select("rank", "file", pl.exclude("rank", "file"))
+
+
+def missing_iterations(analyses: tuple[TraceAnalysis, ...],
+                       ranks: pl.DataFrame) -> tuple[MissingIterations, ...]:  # fmt: skip
+    """The ranks whose file lacks iterations another file has (one entry per missing set, in
+    rank order): their step and per-iteration figures cover fewer iterations than the others'."""
+    steps = [set(a.iterations["step"].to_list()) for a in analyses]
+    every = set().union(*steps)
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for a, have in zip(analyses, steps, strict=True):
+        if missing := tuple(sorted(every - have)):
+            labels = ranks.filter(pl.col("file") == a.path)["rank"].to_list()
+            groups.setdefault(missing, []).extend(labels)
+    return tuple(MissingIterations(tuple(labels), missing, len(every) - len(missing), len(every))
+                 for missing, labels in groups.items())  # fmt: skip
 
 
 def spread(ranks: pl.DataFrame) -> pl.DataFrame:
@@ -87,11 +104,12 @@ def run_analysis(results: list[TraceAnalysis | Failure], align: bool = False) ->
     channels = channel_totals(pl.concat([a.channels.select(list(CHANNEL_SCHEMA))
                                          for a in analyses]))  # fmt: skip
     return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs, channels,
-                         across_files(analyses, align))  # fmt: skip
+                         across_files(analyses, align),
+                         missing_iterations(analyses, ranks))  # fmt: skip
 
 
 def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:
     """Both sides' GPUs of an A/B as one per-rank table (off and on next to each other); no
     straggler is named, as off and on are different runs, not peers."""
     return replace(run_analysis(list(sides)), stragglers=Stragglers(),
-                   collectives=Collectives.none())
+                   collectives=Collectives.none(), missing_iterations=())

@@ -620,10 +620,28 @@ class Stragglers:
 
 
 @dataclass(frozen=True)
+class MissingIterations:
+    """Ranks that lack iterations other ranks of the run have: ``missing`` (step numbers),
+    ``has`` (how many they have), ``of`` (how many the run's ranks have together). Their step
+    time is the median over the iterations they have."""
+
+    ranks: tuple[str, ...]
+    missing: tuple[int, ...]
+    has: int
+    of: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"ranks": list(self.ranks), "missing": list(self.missing), "has": self.has,
+                "of": self.of}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class RanksAnalysis:
     """Many ranks of one run. ``ranks``: one row per GPU across all files (file, rank label, the
-    per-GPU metrics and the file's median step); ``spread``: per metric median/min/max across
-    ranks and which rank holds each; ``stragglers``: by step time and by communication wait."""
+    per-GPU metrics, the file's iteration count and median step, as the file's own analysis
+    finds it); ``spread``: per metric median/min/max across ranks and which rank holds each;
+    ``stragglers``: by step time and by communication wait; ``missing_iterations``: ranks that
+    lack iterations others have."""
 
     analyses: tuple[TraceAnalysis, ...]
     failures: tuple[Failure, ...]
@@ -633,6 +651,7 @@ class RanksAnalysis:
     graphs: Graphs  # every rank's CUDA graphs together
     channel_totals: pl.DataFrame  # per communication channel, every rank's GPUs summed
     collectives: Collectives  # matched across every GPU of every file, on one clock
+    missing_iterations: tuple[MissingIterations, ...] = ()
 
     def to_polars(self) -> pl.DataFrame:
         """The per-rank table."""
@@ -641,6 +660,7 @@ class RanksAnalysis:
     def to_dict(self) -> dict[str, object]:
         return {
             "ranks": self.ranks.to_dicts(),
+            "missing_iterations": [m.to_dict() for m in self.missing_iterations],
             "spread": self.spread.to_dicts(),
             "stragglers": self.stragglers.to_dict(),
             "channels": _by_channel(self.channel_totals, ()),

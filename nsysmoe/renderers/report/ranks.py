@@ -17,15 +17,24 @@ TOP_RANKS = 64
 
 
 def rank_table(run: RanksAnalysis) -> Table:
-    header = ("rank (file:pid:device)", "kernels", "step ms", "comm ms", "hidden %",
+    header = ("rank (file:pid:device)", "kernels", "iterations", "step ms", "comm ms", "hidden %",
               "exposed ms", "idle ms")  # fmt: skip
     rows = tuple(
-        (r["rank"], count(r["kernels"]), ms(r["step_ns"]), ms(r["comm_ns"]), pct(r["hidden_pct"]),
-         ms(r["exposed_ns"]), ms(r["idle_ns"]))
+        (r["rank"], count(r["kernels"]), count(r["iterations"]), ms(r["step_ns"]),
+         ms(r["comm_ns"]), pct(r["hidden_pct"]), ms(r["exposed_ns"]), ms(r["idle_ns"]))
         for r in run.ranks.head(TOP_RANKS).iter_rows(named=True)
     )  # fmt: skip
     more = f" (first {TOP_RANKS} of {len(run.ranks)})" if len(run.ranks) > TOP_RANKS else ""
-    return Table(f"Per rank{more}", header, rows, (False,) + (True,) * 6)
+    return Table(f"Per rank{more}", header, rows, (False,) + (True,) * 7)
+
+
+def metric_label(metric: str) -> str:
+    """A spread metric as a report names it: its unit is the one its cells show (``exposed_ns``
+    → "exposed ms", ``hidden_pct`` → "hidden %"); the JSON keeps the key and the ns."""
+    for suffix, unit in (("_ns", "ms"), ("_pct", "%")):
+        if metric.endswith(suffix):
+            return f"{metric.removesuffix(suffix).replace('_', ' ')} {unit}"
+    return metric
 
 
 def spread_table(run: RanksAnalysis) -> Table:
@@ -33,12 +42,41 @@ def spread_table(run: RanksAnalysis) -> Table:
         return pct(v) if metric.endswith("pct") else ms(round(v))
 
     rows = tuple(
-        (r["metric"], fmt(r["metric"], r["median"]), fmt(r["metric"], r["min"]), r["min_rank"],
-         fmt(r["metric"], r["max"]), r["max_rank"])
+        (metric_label(r["metric"]), fmt(r["metric"], r["median"]), fmt(r["metric"], r["min"]),
+         r["min_rank"], fmt(r["metric"], r["max"]), r["max_rank"])
         for r in run.spread.iter_rows(named=True)
     )  # fmt: skip
-    header = ("metric (ms unless %)", "median", "min", "min rank", "max", "max rank")
+    header = ("metric", "median", "min", "min rank", "max", "max rank")
     return Table("Across ranks", header, rows, (False, True, True, False, True, False))
+
+
+def steps_text(steps: Sequence[int], most: int = 6) -> str:
+    """Step numbers as ranges: ``0–3, 7, 9–11`` (the first ``most`` ranges, then "…")."""
+    runs: list[list[int]] = []
+    for n in sorted(steps):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [str(a) if a == b else f"{a}–{b}" for a, b in runs]
+    return ", ".join(parts[:most]) + (", …" if len(parts) > most else "")
+
+
+def missing_lines(run: RanksAnalysis) -> list[str]:
+    """Ranks lacking iterations others have, said where the table would hide it."""
+    out = []
+    for m in run.missing_iterations:
+        shown = ", ".join(m.ranks[:3]) + (f" and {len(m.ranks) - 3} more" if len(m.ranks) > 3
+                                          else "")  # fmt: skip
+        one = len(m.ranks) == 1
+        what = (f"{'has' if one else 'have'} none of the {m.of} iterations other ranks have"
+                if not m.has else
+                f"{'lacks' if one else 'lack'} {len(m.missing)} of the {m.of} iterations other "
+                f"ranks have ({steps_text(m.missing)})")  # fmt: skip
+        out.append(f"iterations missing: {shown} {what}")
+    if out:
+        out.append("  a rank's step and per-iteration figures cover only the iterations it has")
+    return out
 
 
 def channel_table(run: RanksAnalysis) -> Table:
@@ -74,7 +112,10 @@ def document(run: RanksAnalysis) -> Document:
         head += f"; window: {run.analyses[0].window_text}"
     blocks: list[Block] = [Heading("nsysmoe: many ranks"), Lines((head,))]
     if run.analyses:
-        blocks += [rank_table(run), spread_table(run), Lines(tuple(straggler_lines(run)))]
+        blocks.append(rank_table(run))
+        if missing := missing_lines(run):
+            blocks.append(Lines(tuple(missing)))
+        blocks += [spread_table(run), Lines(tuple(straggler_lines(run)))]
         if not run.channel_totals.is_empty():
             blocks.append(channel_table(run))
         blocks += collective_blocks(run.collectives)
