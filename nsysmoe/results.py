@@ -460,20 +460,25 @@ Role = Literal["same", "variable", "consequence", "incidental", "unexpected"]
 
 @dataclass(frozen=True)
 class Check:
-    """One clause of the measurement contract: both sides' values and how they bear on it."""
+    """One clause of the measurement contract: both sides' values and how they bear on it.
+    ``off``/``on`` are what a report shows ("3,256", "12 names"); ``off_value``/``on_value`` the
+    number behind them where the check is a count (kernels, names, iterations, GPUs), else None."""
 
     name: str
     off: str
     on: str
     role: Role = "same"
     detail: str = ""
+    off_value: int | float | None = None
+    on_value: int | float | None = None
 
     @property
     def ok(self) -> bool:
         return self.role != "unexpected"
 
     def to_dict(self) -> dict[str, object]:
-        return {"check": self.name, "off": self.off, "on": self.on, "ok": self.ok,
+        return {"check": self.name, "off": self.off, "on": self.on,
+                "off_value": self.off_value, "on_value": self.on_value, "ok": self.ok,
                 "role": self.role, "detail": self.detail}  # fmt: skip
 
 

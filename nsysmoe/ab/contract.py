@@ -32,7 +32,11 @@ def _role(differs: bool, explained: bool) -> Role:
 
 
 def _same(name: str, off: object, on: object, explained: bool = False) -> Check:
-    return Check(name, str(off), str(on), _role(off != on, explained))
+    def number(v: object) -> int | float | None:
+        return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    return Check(name, str(off), str(on), _role(off != on, explained),
+                 off_value=number(off), on_value=number(on))  # fmt: skip
 
 
 def kernel_checks(off: Side, on: Side, variables: tuple[Variable, ...],
@@ -47,7 +51,8 @@ def kernel_checks(off: Side, on: Side, variables: tuple[Variable, ...],
     total_off, total_on = int(joined["off"].sum()), int(joined["on"].sum())
     diff = joined.filter(pl.col("off") != pl.col("on"))
     if diff.is_empty():
-        return [Check("kernels", f"{total_off:,}", f"{total_on:,}")]
+        return [Check("kernels", f"{total_off:,}", f"{total_on:,}", off_value=total_off,
+                      on_value=total_on)]  # fmt: skip
     channels = sorted({v.key for v in variables if v.kind == "channel"})
     varied = (pl.col("channel").str.contains("^(?:" + "|".join(map(re.escape, channels))
                                              + r")(?:\.|$)") if channels else pl.lit(False))
@@ -76,12 +81,13 @@ def kernel_checks(off: Side, on: Side, variables: tuple[Variable, ...],
         why = {"variable": f" (channel {', '.join(channels)}: the variable under test)",
                "consequence": " (the variable under test changes these)",
                "unexpected": ""}[r]  # fmt: skip
+        values = ((total_off, total_on) if len(groups) == 1 else
+                  (int(part["off"].sum()), int(part["on"].sum())))  # fmt: skip
         shown = ((f"{total_off:,}", f"{total_on:,}") if len(groups) == 1 else
-                 (f"{int(part['off'].sum()):,} of {total_off:,}",
-                  f"{int(part['on'].sum()):,} of {total_on:,}"))  # fmt: skip
+                 (f"{values[0]:,} of {total_off:,}", f"{values[1]:,} of {total_on:,}"))
         out.append(Check("kernels", *shown, r,  # type: ignore[arg-type]
                          f"{_count(len(part), 'kernel name')} in count{why} (e.g. "
-                         f"{examples})"))
+                         f"{examples})", *values))
     return out
 
 
@@ -107,14 +113,15 @@ def nvtx_check(off: Side, on: Side, scope: frozenset[str], labels: tuple[str, st
         notes.append(f"{len(schedule)} EP-overlap schedule ranges on one side only, expected "
                      f"({_names(schedule)})")  # fmt: skip
     role = _role(bool(a ^ b), "nvtx" in scope or not (only_off or only_on))
-    return Check("NVTX ranges", f"{len(a)} names", f"{len(b)} names", role, "; ".join(notes))
+    return Check("NVTX ranges", f"{len(a)} names", f"{len(b)} names", role, "; ".join(notes),
+                 len(a), len(b))
 
 
 def window_check(off: Side, on: Side) -> Check:
     n_off, n_on = len(off.analysis.iterations), len(on.analysis.iterations)
     detail = "" if n_off or n_on else "no iterations on either side: whole windows compared"
     return Check("window length", f"{n_off} iterations", f"{n_on} iterations",
-                 _role(n_off != n_on, False), detail)  # fmt: skip
+                 _role(n_off != n_on, False), detail, n_off, n_on)  # fmt: skip
 
 
 def gpu_model_check(off: Side, on: Side) -> Check:
