@@ -150,7 +150,7 @@ def _safe(fn: Callable[..., Any], item: Any) -> Any:
         try:
             value = fn(*item) if isinstance(item, tuple) else fn(item)
         except NsysmoeError as exc:
-            value = Failure(_label(item), one_line(str(exc)))
+            value = Failure(_label(item), _without_path(item, one_line(str(exc))))
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - one bad file must not stop a 256-rank run
@@ -162,6 +162,19 @@ def _safe(fn: Callable[..., Any], item: Any) -> Any:
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
     return _Done(value, tuple(notes)) if notes else value
+
+
+def _without_path(item: Any, message: str) -> str:
+    """A reader's message without the path it starts with, when that is the failing item's own
+    path (as given, or as the reader spelled it: ``./x.sqlite`` → ``x.sqlite``): a
+    :class:`Failure` names its path once, beside the error. A pair's messages keep theirs (they
+    say which file of the two)."""
+    if isinstance(item, tuple):
+        return message
+    for spelling in dict.fromkeys((str(item), str(Path(item)), os.path.abspath(item))):
+        if message.startswith(spelling + ": "):
+            return message[len(spelling) + 2:]
+    return message
 
 
 def _describe(exc: BaseException) -> str:

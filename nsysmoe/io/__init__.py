@@ -27,7 +27,10 @@ def load_trace(path: str | Path) -> Trace:
     _check_regular(path)
     if path.suffix in REPORT_SUFFIXES and path.is_file():
         with export_report(path) as sqlite_path:
-            trace = read_nsys_sqlite(sqlite_path)
+            try:
+                trace = read_nsys_sqlite(sqlite_path)
+            except NsysmoeError as exc:  # said of the user's report, not of the deleted export
+                raise NsysmoeError(str(exc).replace(str(sqlite_path), str(path))) from None
         return replace(trace, path=str(path))  # the user's report, not the deleted export
     if path.is_file():
         try:
