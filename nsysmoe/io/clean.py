@@ -129,15 +129,3 @@ def decode_text(raw: pl.Series) -> tuple[pl.Series, int]:
         pl.DataFrame({"i": bad, "text": pl.Series(fixed, dtype=pl.String)}),
     ])
     return parts.sort("i")["text"].alias(raw.name), len(bad)
-
-
-def generator(value: object, limit: int = 80) -> str | None:
-    """The name of the program that generated a synthetic trace, as reports may show it: one
-    line, at most ``limit`` characters, token-shaped parts redacted; None when absent or no text
-    (every reader records it the same way: :attr:`nsysmoe.model.Launch.generated_by`)."""
-    from nsysmoe.io.launch import redact_text  # launch reads through nsys_db, which imports this
-
-    if not isinstance(value, str) or not (text := " ".join(value.split())):
-        return None
-    text = redact_text(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

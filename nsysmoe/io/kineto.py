@@ -44,8 +44,9 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, generator, reasons_text
+from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
+from nsysmoe.io.generated import generator
 from nsysmoe.io.kineto_events import HINT, frame, frames, is_kineto, to_ns
 from nsysmoe.io.launch import redact
 from nsysmoe.model import Launch, Trace

@@ -134,7 +134,7 @@ def _rows(path: Path) -> tuple[dict[str, Any], Scanned]:
         "rank": info.get("rank") if isinstance(info, dict) else None,
         "props": doc.get("deviceProperties"),
         "schema_version": doc.get("schemaVersion"),
-        # a synthetic trace names its generator: not a measurement (io.clean.generator)
+        # a synthetic trace names its generator: not a measurement (io.generated.generator)
         "generated_by": doc.get("generatedBy"),
         "system": _system(doc, info),
         "replaced": replaced,

@@ -21,8 +21,9 @@ import polars as pl
 
 from nsysmoe import model
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, generator, reasons_text
+from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
+from nsysmoe.io.generated import generator
 from nsysmoe.io.launch import read_launch
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
 from nsysmoe.model import Trace
