@@ -1,19 +1,61 @@
-"""Plain text for a terminal (and ``-o`` files): any document, blocks separated by a blank line.
+"""Text for a terminal (and ``-o`` files): any document, laid out by rich to a width, blocks
+separated by a blank line.
 
-Trace text is hostile here too: an ESC or OSC sequence in a kernel name would clear the screen or
-retitle the terminal, a newline would break a table, a bidi override would reorder what is read.
-:func:`safe` is the one place it is neutralised: such characters are shown as ``\\xNN`` /
-``\\uNNNN`` escapes, line breaks as a space.
+Width: ``width``, else ``COLUMNS``, else the terminal's width when stdout is one, else
+:data:`DEFAULT_WIDTH` (a report piped into a file or a CI log is the same everywhere). Tables
+fit it: text cells wrap (or fold a word longer than the column), numbers stay whole and
+right-aligned, headers wrap before numbers do; prose wraps with later lines indented. Colour
+(verdicts, contract roles, warnings) only when writing to a terminal and ``NO_COLOR`` is unset
+(https://no-color.org), or when ``FORCE_COLOR`` asks for it; otherwise plain text, no escape
+sequences at all.
+
+Trace text is hostile here: an ESC or OSC sequence in a kernel name would clear the screen or
+retitle the terminal, a newline would break a table, a bidi override would reorder what is
+read. :func:`safe` is the one place it is neutralised, before rich sees it: such characters are
+shown as ``\\xNN`` / ``\\uNNNN`` escapes, line breaks as a space. Rich gets the result as
+:class:`~rich.text.Text`, never as markup, so ``[bold red]`` in a name is printed as it is.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import shutil
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.measure import Measurement
+from rich.padding import Padding
+from rich.table import Table as RichTable
+from rich.text import Text
 
 from nsysmoe.renderers.document import Block, Caption, Details, Document, Heading, Lines, Table
 
+#: the width when nothing says otherwise (stdout is not a terminal, ``COLUMNS`` unset)
+DEFAULT_WIDTH = 100
+#: narrower than this, tables are laid out as if this wide (lines are then longer than asked)
+MIN_WIDTH = 40
+
 #: C0 and C1 controls, DEL, and the Unicode bidi and line/paragraph-separator controls
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+#: whole cells coloured by what they say (verdicts, contract roles)
+CELL_STYLES = {"improvement": "green", "regression": "red", "DIFFERS": "bold red",
+               "variable under test": "cyan", "expected": "dim"}  # fmt: skip
+#: words coloured in running text
+_WORDS = re.compile(r"\b(improvement|regression|DIFFERS)\b")
+_WARNING = "WARNING:"
+
+#: the header rule: one line under the header, nothing else
+_RULE_PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+_RULE_COLOR = box.SIMPLE_HEAD
+#: what ends a line: blanks, and colour escapes (kept) between them
+_TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.MULTILINE)
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -28,48 +70,230 @@ def safe(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
-def format_table(t: Table) -> str:
-    t = Table(safe(t.title), tuple(map(safe, t.header)),
-              tuple(tuple(map(safe, r)) for r in t.rows), t.right)  # fmt: skip
-    widths = [
-        max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h)
-        for i, h in enumerate(t.header)
-    ]
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(
-            c.rjust(w) if right else c.ljust(w)
-            for c, w, right in zip(cells, widths, t.right, strict=True)
-        ).rstrip()
-
-    out = [t.title, line(t.header), line(tuple("-" * w for w in widths))]
-    out += [line(r) for r in t.rows] or ["(none)"]
-    return "\n".join(out)
+def _stdout_is_tty() -> bool:
+    try:
+        return bool(sys.stdout is not None and sys.stdout.isatty())
+    except (AttributeError, ValueError, OSError):  # a replaced or closed stdout
+        return False
 
 
-def _lines(b: Lines) -> str:
-    lines = tuple(map(safe, b.lines))
-    if b.style == "list":
-        return "\n".join([safe(b.title), *("  - " + x for x in lines)])
-    if b.hanging:
-        return "\n".join(lines[:1] + tuple("  " + x for x in lines[1:]))
-    return "\n".join(lines)
+def detect_width(*, tty: bool | None = None) -> int:
+    """``COLUMNS`` when set to a number, else the terminal's width when the text goes to a
+    terminal (``tty``; None: when stdout is one), else :data:`DEFAULT_WIDTH`."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if _stdout_is_tty() if tty is None else tty:
+        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns or DEFAULT_WIDTH
+    return DEFAULT_WIDTH
 
 
-def _block(b: Block) -> list[str]:
-    """Zero or more text parts of one block (a heading without terminal text shows nothing)."""
+def detect_color(*, tty: bool | None = None) -> bool:
+    """Colour when the text goes to a terminal (``tty``; None: when stdout is one) that is not
+    ``TERM=dumb``, unless ``NO_COLOR`` is set (non-empty); ``FORCE_COLOR`` (non-empty, not
+    ``0``) forces it, into a pipe too. ``NO_COLOR`` wins over both."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    force = os.environ.get("FORCE_COLOR", "")
+    if force:
+        return force.lower() not in ("0", "false", "no")
+    return (_stdout_is_tty() if tty is None else tty) and os.environ.get("TERM") != "dumb"
+
+
+def format_document(doc: Document, *, width: int | None = None, color: bool | None = None,
+                    tty: bool | None = None) -> str:  # fmt: skip
+    """``doc`` as terminal text ``width`` columns wide, coloured or not; the caller writes it.
+    None detects each (:func:`detect_width`, :func:`detect_color`) for where the text goes:
+    ``tty`` says whether that is a terminal (None: whether stdout is one; ``-o FILE``: False).
+    """
+    width = detect_width(tty=tty) if width is None else width
+    color = detect_color(tty=tty) if color is None else color
+    out = io.StringIO()
+    console = Console(
+        file=out, width=max(width, MIN_WIDTH), color_system="standard" if color else None,
+        force_terminal=color, force_jupyter=False, force_interactive=False, no_color=not color,
+        legacy_windows=False, markup=False, emoji=False, highlight=False, soft_wrap=False,
+        tab_size=1,
+    )  # fmt: skip
+    first = True
+    for b in doc.blocks:
+        for part in _block(b, console, color):
+            if not first:
+                console.print()
+            first = False
+            for renderable in part:
+                console.print(renderable, soft_wrap=isinstance(renderable, _Unwrapped))
+    return _TRAILING.sub(lambda m: "".join(_SGR.findall(m.group())), out.getvalue())
+
+
+class _Unwrapped(Text):
+    """A line printed whole, however long (a command line is copied whole, not wrapped)."""
+
+
+def _block(b: Block, console: Console, color: bool) -> Iterator[list[RenderableType]]:
+    """Zero or more parts of one block, each a list of renderables printed together (a heading
+    without terminal text shows nothing)."""
     if isinstance(b, Table):
-        return [format_table(b)]
-    if isinstance(b, Heading):
-        return [safe(b.terminal)] if b.terminal else []
-    if isinstance(b, Caption):
-        return ["   ".join(f"{safe(label)}: {safe(value)}" for label, value, _ in b.facts)]
-    if isinstance(b, Lines):
-        return [_lines(b)]
-    if isinstance(b, Details):
-        return [part for inner in b.blocks for part in _block(inner)]
-    return []  # Figures: a terminal cannot show them; the CLI says where they were written
+        yield _table(b, console, color)
+    elif isinstance(b, Heading):
+        if b.terminal:
+            yield [_para(b.terminal)]
+    elif isinstance(b, Caption):
+        yield [_para(f"{label}: {value}") for label, value, _ in b.facts]
+    elif isinstance(b, Lines):
+        yield _lines(b)
+    elif isinstance(b, Details):
+        for inner in b.blocks:
+            yield from _block(inner, console, color)
+    # Figures: a terminal cannot show them; the CLI says where they were written
 
 
-def format_document(doc: Document) -> str:
-    return "\n\n".join(part for b in doc.blocks for part in _block(b)) + "\n"
+def _para(text: str, style: str = "", indent: int = 2) -> _Hanging:
+    """A paragraph: trace text made safe, wrapped, lines after the first indented."""
+    t = Text(safe(text), style=style)
+    if not style:
+        t.highlight_regex(_WORDS, style=lambda word: CELL_STYLES.get(word, ""))
+    return _Hanging(t, indent)
+
+
+class _Hanging:
+    """``text`` wrapped to the console's width at spaces (a word longer than a line folded), its
+    later lines indented by ``indent``."""
+
+    def __init__(self, text: Text, indent: int) -> None:
+        self.text, self.indent = text, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        width = options.max_width
+        lines = list(self.text.wrap(console, width, overflow="fold"))
+        if len(lines) > 1:  # what follows the first line, wrapped again narrower
+            rest = self.text[len(lines[0].plain) :]
+            rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
+            narrow = rest.wrap(console, max(1, width - self.indent), overflow="fold")
+            lines = lines[:1] + [Text(" " * self.indent) + line for line in narrow]
+        for line in lines:
+            line.end = "\n"
+            yield line
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+
+def _lines(b: Lines) -> list[RenderableType]:
+    if b.style == "list":
+        head = [_para(b.title)] if b.title else []
+        return head + [_Unwrapped("  - " + safe(x)) for x in b.lines]
+    out: list[RenderableType] = []
+    for k, line in enumerate(b.lines):
+        style = "yellow" if _WARNING in line else ""
+        if b.hanging and k:
+            out.append(Padding(_para(line, style), (0, 0, 0, 2)))
+        else:
+            out.append(_para(line, style))
+    return out
+
+
+def _table(t: Table, console: Console, color: bool) -> list[RenderableType]:
+    header = [safe(h) for h in t.header]
+    rows = [[safe(c) for c in r] for r in t.rows]
+    widths = _widths(header, rows, t.right, console.width)
+    table = RichTable(
+        box=_RULE_COLOR if color else _RULE_PLAIN, show_edge=False, padding=(0, 1, 0, 0),
+        header_style="bold", expand=False, highlight=False,
+    )  # fmt: skip
+    for h, right, w in zip(header, t.right, widths, strict=True):
+        table.add_column(Text(h), justify="right" if right else "left", overflow="fold", width=w)
+    for r in rows:
+        table.add_row(*(Text(c, style=CELL_STYLES.get(c, "")) for c in r))
+    if not rows:
+        table.add_row(*(["(none)"] + [""] * (len(header) - 1)))
+    return [_para(t.title, "bold"), table] if t.title else [table]
+
+
+def _widths(header: list[str], rows: list[list[str]], right: tuple[bool, ...],
+            width: int) -> list[int | None]:  # fmt: skip
+    """Column widths that fit ``width`` with the fewest lines: None (each as wide as its widest
+    cell) where that fits. Else numbers are as wide as the widest (they never wrap; one with a
+    share in parentheses may wrap before it: :func:`_unit`), text at
+    least as wide as its longest word up to :data:`_WORD` (at least :data:`_NARROW`), and the
+    room left goes where it saves the most lines (a header counts as a row, a word folded
+    counts double). Big tables are measured on a sample of rows."""
+    n = len(header)
+    table = [header, *rows[:: max(1, len(rows) // _SAMPLE)]]
+    words = [[[len(w) for w in row[c].split()] for row in table] for c in range(n)]
+    natural = [max(sum(ws) + len(ws) - 1 for ws in col) for col in words]
+    room = width - 2 * n + 1  # each column padded by one on the right, then one between
+    if sum(natural) <= room:
+        return [None] * n
+    w = [max([_unit(r[c]) for r in rows] + [max(words[c][0], default=1)]) if right[c]
+         else min(natural[c], max(_NARROW, min(_WORD, max(max(ws, default=1)
+         for ws in words[c])))) for c in range(n)]  # fmt: skip
+    spare = room - sum(w)
+    if spare < 0:  # text narrower still, down to _TIGHT; numbers whole while that is enough
+        text = [c for c in range(n) if not right[c]]
+        room_text = room - sum(w[c] for c in range(n) if right[c])
+        if text and room_text >= _TIGHT * len(text):
+            level = max(_TIGHT, max(w[c] for c in text))
+            while sum(min(w[c], level) for c in text) > room_text:
+                level -= 1
+            return [min(w[c], level) if not right[c] else w[c] for c in range(n)]
+        return list(w)  # rich narrows every column (numbers fold): nothing else fits
+    cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def heights(c: int, width: int) -> np.ndarray:
+        if (c, width) not in cache:
+            cache[c, width] = np.array([_height(ws, width) for ws in words[c]])
+        return cache[c, width]
+
+    while spare > 0:
+        now = np.stack([heights(c, w[c]) for c in range(n)])
+        top = now.max(axis=0)
+        best: tuple[float, int, int] | None = None
+        for c in range(n):
+            others = np.delete(now, c, axis=0).max(axis=0) if n > 1 else np.ones_like(top)
+            for d in range(1, min(spare, natural[c] - w[c]) + 1):
+                new = heights(c, w[c] + d)
+                rows_saved = int((top - np.maximum(others, new)).sum())
+                cells_saved = int(now[c].sum() - new.sum())  # a wider neighbour may save rows
+                gain = (_ROW * rows_saved + cells_saved) / d
+                if gain > 0 and (best is None or gain > best[0]):
+                    best = (gain, c, d)
+        if best is None:
+            break
+        _, c, d = best
+        w[c] += d
+        spare -= d
+    for c in sorted(range(n), key=lambda c: -natural[c]):  # what no row needs: the widest text
+        if not right[c] and spare > 0:
+            d = min(spare, natural[c] - w[c])
+            w[c], spare = w[c] + d, spare - d
+    return list(w)
+
+
+#: text columns are at least this wide, or as wide as their longest word up to _WORD (down to
+#: _TIGHT where numbers would not fit otherwise); tables are measured on about _SAMPLE rows; a
+#: row saved weighs _ROW cell lines saved
+_NARROW, _WORD, _TIGHT, _SAMPLE, _ROW = 8, 16, 4, 200, 100
+
+
+def _unit(number: str) -> int:
+    """The widest part of a number cell that may not wrap: ``74.666 (0.13 %)`` may wrap before
+    the parenthesis, ``-6.4 %`` and ``+36.86 pp`` not at all."""
+    first, *more = number.split(" (")
+    return max([len(first)] + [len(m) + 1 for m in more])
+
+
+def _height(words: list[int], width: int) -> int:
+    """Lines of a cell of words of these lengths wrapped at ``width``; a word folded over
+    ``k`` lines counts ``2k - 1`` (a broken word reads worse than a wrapped line)."""
+    lines, used = 1, 0
+    for n in words:
+        if used and used + 1 + n <= width:
+            used += 1 + n
+            continue
+        if used:
+            lines += 1
+        folds = (n - 1) // width if n else 0
+        lines += 2 * folds
+        used = n - width * folds
+    return lines
