@@ -42,7 +42,8 @@ def test_json_fields_documented_in_readme() -> None:
 
 
 @pytest.mark.parametrize("fmt", ["terminal", "markdown"])
-def test_text_formats(fmt: str) -> None:
+def test_text_formats(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # the terminal wraps cells to its width: none here
     out = invoke("analyze", OFF, ON, "--format", fmt).output
     for row in ("communication concurrent with GEMM/attention", "communication hidden by compute",
                 "GPU-active interval union", "dispatch_core in hybrid-ep",

@@ -97,7 +97,8 @@ def test_projection_with_many_kernels_per_correlation_id(export) -> None:
         assert g["nvtx_projection"]["moe_dispatch forward"]["comm_ns"] > 0
 
 
-def test_graph_mode_report_says_what_it_cannot_see(export) -> None:
+def test_graph_mode_report_says_what_it_cannot_see(export, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("COLUMNS", "1000")  # sentences on one line: the terminal wraps at its width
     path, mode, truth = export
     result = analyze(path)  # the whole trace
     (g,) = truth["gpus"]

@@ -57,7 +57,8 @@ def test_markdown_quotes_escape_trace_text() -> None:
     assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; # x" in md
 
 
-def test_terminal_shows_control_characters_inert(kernels) -> None:  # noqa: ANN001
+def test_terminal_shows_control_characters_inert(kernels, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("COLUMNS", "1000")  # the name on one line: no cell wrapped to the width
     out = render(hostile(kernels, ESC_NAME), "terminal")
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "k\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil" in out

@@ -70,8 +70,9 @@ def test_json_is_the_envelope_around_to_dict(results, kind: str) -> None:
     assert doc == json.loads(json.dumps(body))
 
 
-def test_terminal_and_markdown_say_the_same_tables(results) -> None:
+def test_terminal_and_markdown_say_the_same_tables(results, monkeypatch) -> None:  # noqa: ANN001
     """One document, two formats: every table title and every cell reaches both."""
+    monkeypatch.setenv("COLUMNS", "1000")  # no cell wrapped to the terminal's width
     for kind in HEADLINES:
         doc = document(results[kind])
         tables = [b for b in doc.blocks if isinstance(b, Table)]
