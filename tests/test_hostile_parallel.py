@@ -24,6 +24,7 @@ import pytest
 
 from nsysmoe import api
 from nsysmoe.errors import NsysmoeError, UsageError
+from nsysmoe.model import STEADY
 from nsysmoe.parallel import Executor, check_dask_address, expand, map_files
 from nsysmoe.results import Failure
 from tests.io.test_bad_input import _no_kernels, _not_nsys
@@ -137,7 +138,7 @@ def test_one_bad_file_of_each_kind_with_jobs(mixed_dir) -> None:  # noqa: ANN001
     assert all("\n" not in f["error"] and f["error"] for f in doc["failures"])
     assert [t["path"] for t in doc["traces"]] == list(map(str, good))
     for trace, path in zip(doc["traces"], good, strict=True):  # the good ranks, right
-        want = api.analyze(path).gpus
+        want = api.analyze(path, scope=STEADY).gpus  # the CLI's default scope
         assert [g["comm_ns"] for g in trace["gpus"]] == want["comm_ns"].to_list()
         assert [g["hidden_ns"] for g in trace["gpus"]] == want["hidden_ns"].to_list()
     assert {p: sha(p) for p in good + bad} == before
@@ -148,7 +149,7 @@ def test_one_bad_file_of_each_kind_with_dask_local(mixed_dir) -> None:  # noqa: 
     pytest.importorskip("dask.distributed")
     d, good, bad = mixed_dir
     before = {p: sha(p) for p in good + bad}
-    proc = run_cli("analyze", str(d), "--dask", "local")
+    proc = run_cli("analyze", str(d), "--dask", "local", env={"COLUMNS": "1000"})  # whole lines
     _one_warning(proc, bad)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("2 traces, 2 ranks")

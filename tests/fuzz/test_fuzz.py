@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from nsysmoe import api
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import load_trace
+from nsysmoe.model import STEADY
 from tests.fixtures.generate import moe_step_scenario, write_export
 from tests.fixtures.kineto_writer import write_kineto
 from tests.fuzz import kineto_cases, option_cases, sqlite_cases
@@ -65,7 +66,8 @@ def _sqlite_case(name: str, base: Path, tmp: Path) -> tuple[Path, Case]:
         clean = sqlite_cases.copy_base(path, tmp / "clean.sqlite")
         sqlite_cases._sql(f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {DROPPED_ROWS[name]}")(
             clean)
-        want = api.analyze(clean).gpus.select("comm_ns", "hidden_ns", "kernels").to_dicts()
+        want = api.analyze(clean, scope=STEADY).gpus.select(  # the CLI default scope
+            "comm_ns", "hidden_ns", "kernels").to_dicts()
 
         def check(out: str, want: list = want) -> None:  # noqa: B006 - bound per case
             got = json.loads(out)["traces"][0]["gpus"]

@@ -158,7 +158,7 @@ def test_cache_dir_unusable_falls_back_with_one_warning(
     blocker.write_text("not a folder")
     cache_dir = blocker if where == "a-file" else blocker / "cache"
     before = sha(trace_copy)
-    proc = run_cli("analyze", str(trace_copy), "--cache", "--format", "json",
+    proc = run_cli("analyze", str(trace_copy), "--cache", "--whole-trace", "--format", "json",
                    env={"NSYSMOE_CACHE_DIR": str(cache_dir)})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -99,7 +99,8 @@ def test_figures_are_linked_in_markdown_and_html_only(results) -> None:
     figs = ("figs/breakdown.png",)
     c = results["comparison"]
     md = render(c, "markdown", figures=figs)
-    assert md.endswith("\n\n#### Figures\n\n![breakdown](figs/breakdown.png)\n")
+    assert md.endswith("\n\n![breakdown](figs/breakdown.png)\n") and "#### Figures" in md
+    assert "upload them with it" in md.split("#### Figures")[1]
     assert 'src="figs/breakdown.png"' in render(c, "html", figures=figs)
     assert render(c, "terminal", figures=figs) == render(c, "terminal")
 
