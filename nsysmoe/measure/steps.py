@@ -192,8 +192,9 @@ def select_steps(
     if steps.truncated:
         late = ", ".join(map(str, steps.truncated))
         cut = f"; iteration {late} left out: cut short by the end of the capture"
+    which = f"iteration {kept[0]}" if len(kept) == 1 else f"iterations {kept[0]}–{kept[-1]}"
     desc = (
-        f"iterations {kept[0]}–{kept[-1]} ({len(kept)} of {len(numbers)} complete iterations; "
+        f"{which} ({len(kept)} of {len(numbers)} complete iterations; "
         f"{how}{cut}), on the {where}"
     )
     return StepSelection(kept, window, cpu_window, desc)

@@ -145,3 +145,16 @@ def test_wide_keeps_full_kernel_names() -> None:
                           text=True, check=False)  # fmt: skip
     assert wide.returncode == 0, wide.stderr
     assert all(name in html.unescape(wide.stdout).replace("\\|", "|") for name in full[:5])
+
+
+def test_many_ranks_open_with_their_headline() -> None:
+    t = require_shared()
+    out = cli(str(t / "kineto" / "dlrm-8ranks"))
+    assert out.returncode == 0, out.stderr
+    head = headline(out.stdout, "8 traces, 8 ranks")
+    assert len(head) <= HEADLINE_LINES and max(map(len, head)) <= WIDTH, "\n".join(head)
+    text = "\n".join(head)
+    assert text.startswith("8 ranks, iteration 10 ")  # one iteration: said in the singular
+    for what in ("median step time (over ranks)", "exposed communication (all ranks)",
+                 "nccl.sendrecv exposed", "Dominant wall", "straggler"):  # fmt: skip
+        assert what in text, what

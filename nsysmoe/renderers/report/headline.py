@@ -13,7 +13,7 @@ import re
 
 from nsysmoe.renderers.cells import ms, pct, source_text, versus
 from nsysmoe.renderers.document import Block, Lines, Table
-from nsysmoe.results import Comparison, TraceAnalysis
+from nsysmoe.results import Comparison, MetricRow, RanksAnalysis, RanksComparison, TraceAnalysis
 
 #: channels shown in a headline (the most exposed first); the rest are in the channel table
 CHANNELS = 3
@@ -92,11 +92,7 @@ def comparison_headline(c: Comparison) -> list[Block]:
     caveat = "" if c.contract.matched else "?"  # a verdict over a broken contract is a question
 
     def judged(key: str, label: str) -> tuple[str, ...]:
-        r = c.row(key)
-        if r.unit == "pct":
-            cells = (pct(r.off), pct(r.on), "–" if r.delta is None else f"{r.delta:+.2f} pp")
-        else:
-            cells = (ms(r.off), ms(r.on), "–" if r.delta is None else f"{r.delta / 1e6:+,.3f}")
+        cells = _cells(c.row(key))
         return (label, *cells, verdict.get(key, "") + (caveat if key in verdict else ""))
 
     rows = [judged("step_time_ns", "median step time (ms)"),
@@ -115,6 +111,13 @@ def comparison_headline(c: Comparison) -> list[Block]:
     table = Table(title, ("", c.off.name, c.on.name, "Δ", "verdict"), tuple(rows),
                   (False, True, True, True, False))  # fmt: skip
     return [table, Lines(tuple(_after(c)))]
+
+
+def _cells(r: MetricRow) -> tuple[str, str, str]:
+    """Off, on and Δ of a judged row (ms, or % with Δ in points)."""
+    if r.unit == "pct":
+        return pct(r.off), pct(r.on), "–" if r.delta is None else f"{r.delta:+.2f} pp"
+    return ms(r.off), ms(r.on), "–" if r.delta is None else f"{r.delta / 1e6:+,.3f}"
 
 
 def _after(c: Comparison) -> list[str]:
@@ -141,3 +144,53 @@ def _after(c: Comparison) -> list[str]:
             line += f", GEMM+attention {sc.compute_delta_ns / 1e6:+,.3f} ms (inflation)"
         out.append(line + " per iteration")
     return out
+
+
+def run_headline(run: RanksAnalysis) -> list[Block]:
+    """Many ranks of one run: the ranks' median step, exposed and hidden communication summed,
+    the most exposed channels, and the straggler or the wall."""
+    if not run.analyses:
+        return []
+    r = run.ranks
+    exposed, comm = int(r["exposed_ns"].sum()), int(r["comm_ns"].sum())
+    hidden = 100 * (comm - exposed) / comm if comm else None
+    rows: list[tuple[str, ...]] = []
+    steps = r["step_ns"].drop_nulls()
+    if len(steps):
+        rows.append(("median step time (over ranks)", ms(int(steps.median())),
+                     f"{ms(int(steps.min()))}–{ms(int(steps.max()))} ms"))  # fmt: skip
+    rows.append(("exposed communication (all ranks)", ms(exposed),
+                 f"{pct(hidden)} of {ms(comm)} ms hidden"))  # fmt: skip
+    for row in run.channel_totals.sort("exposed_ns", descending=True).head(CHANNELS).iter_rows(
+            named=True):  # fmt: skip
+        rows.append((f"  {row['channel']} exposed", ms(row["exposed_ns"]),
+                     f"{pct(row['hidden_pct'])} hidden"))  # fmt: skip
+    window = window_phrase(run.analyses[0])
+    table = Table("", (f"{len(r)} ranks, {window}", "ms", ""), tuple(rows), (False, True, False))
+    walls = {a.wall.wall for a in run.analyses}
+    said = (f"Dominant wall: {walls.pop()} on every rank" if len(walls) == 1 else
+            f"Dominant wall: differs across ranks ({', '.join(sorted(walls))})")  # fmt: skip
+    if (s := run.stragglers.by_step_time) is not None:
+        said += f"; straggler {s.rank} ({s.vs_median_pct:+.1f} % step)"
+    return [table, Lines((said,))]
+
+
+def runs_headline(rc: RanksComparison) -> list[Block]:
+    """An A/B of two runs: the summed judged metrics with their verdicts."""
+    if not rc.pairs:
+        return []
+    verdict = {v.key: v.outcome for v in rc.verdicts}
+    caveat = "" if rc.matched else "?"
+    rows = []
+    for key, label in (("step_time_ns", "median step time (ms)"),
+                       ("exposed_ns", "exposed communication (ms)"),
+                       ("hidden_pct", "communication hidden by compute")):  # fmt: skip
+        row = next((m for m in rc.rows if m.key == key), None)
+        if row is None:
+            continue
+        said = verdict.get(key, "") + (caveat if key in verdict else "")
+        rows.append((label, *_cells(row), said))
+    status = "contract matched" if rc.matched else "contract NOT matched"
+    title = f"{versus(*rc.labels)}, {len(rc.pairs)} rank pairs summed; {status}"
+    return [Table(title, ("", *rc.labels, "Δ", "verdict"), tuple(rows),
+                  (False, True, True, True, False))]  # fmt: skip

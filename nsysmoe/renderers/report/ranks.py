@@ -10,6 +10,7 @@ from nsysmoe.renderers.document import Block, Document, Heading, Lines, Table
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.comparison import metric_table
 from nsysmoe.renderers.report.graphs import graph_lines
+from nsysmoe.renderers.report.headline import run_headline, runs_headline
 from nsysmoe.renderers.report.trace import CHANNEL_HEADER, channel_cells
 from nsysmoe.results import Failure, RanksAnalysis, RanksComparison
 
@@ -110,7 +111,7 @@ def document(run: RanksAnalysis) -> Document:
     head = f"{len(run.analyses)} traces, {len(run.ranks)} ranks"
     if run.analyses:
         head += f"; window: {run.analyses[0].window_text}"
-    blocks: list[Block] = [Heading("nsysmoe: many ranks"), Lines((head,))]
+    blocks: list[Block] = [Heading("nsysmoe: many ranks"), *run_headline(run), Lines((head,))]
     if run.analyses:
         blocks.append(rank_table(run))
         if missing := missing_lines(run):
@@ -144,6 +145,7 @@ def comparison_document(rc: RanksComparison) -> Document:
     status = "matched" if rc.matched else "NOT matched"
     blocks: list[Block] = [
         Heading(f"nsysmoe A/B: many ranks, {versus(*rc.labels)}"),
+        *runs_headline(rc),
         Lines((f"{len(rc.pairs)} rank pairs; measurement contract: {status}",)),
     ]
     blocks += [Lines(("WARNING: " + n,)) for n in rc.contract_notes]
