@@ -113,7 +113,7 @@ def analyze(
     outcome = execute(req)
     for line in outcome.before:
         click.echo(f"nsysmoe: {line}", err=True)
-    _emit(outcome.text, output)
+    _emit(outcome.text, output, color=True if fmt == "terminal" else None)  # FORCE_COLOR piped
     for line in outcome.after:
         click.echo(f"nsysmoe: {line}", err=True)
     if outcome.error:
@@ -154,9 +154,9 @@ def examples(kineto: bool) -> None:
     click.echo("\n".join(str(p) for p in example_paths("kineto" if kineto else "nsys")))
 
 
-def _emit(text: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(text, nl=False)
+def _emit(text: str, output: Path | None, color: bool | None = None) -> None:
+    if output is None:  # color=True: keep rich's escapes (only there when colour was asked)
+        click.echo(text, nl=False, color=color)
         return
     from nsysmoe.io.output import write_report
 

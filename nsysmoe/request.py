@@ -227,13 +227,18 @@ def _report(req: Request, result: object, gate: Gate, *, error: str | None = Non
         text = render(result, "html", page=True, svgs=api.figure_svgs(result), options=options)
     else:
         text = render(result, req.fmt, figures=links if req.fmt == "markdown" else (),
-                      options=options)  # fmt: skip
+                      options=options, **_tty(req))  # fmt: skip
     if figures:
         where = os.path.relpath(req.plot_dir) if req.plot_dir else ""
         stems = sorted({f.stem for f in figures})
         after = (f"wrote {len(stems)} figures (PNG and SVG) to {where}{os.sep}: "
                  + ", ".join(stems), *after)  # fmt: skip
     return Outcome(text, tuple(before), tuple(after), error, tuple(gate.failures()))
+
+
+def _tty(req: Request) -> dict[str, bool | None]:
+    """A terminal report written to ``-o`` is not for a terminal: no colour, the piped width."""
+    return {"tty": False if req.output is not None else None} if req.fmt == "terminal" else {}
 
 
 def _relative(figure: Path, output: Path | None) -> str:
@@ -298,4 +303,4 @@ def _compat(req: Request, paths: list[str]) -> Outcome:
     run = api.compat(traces, tool=req.compat, rules=req.rules)
     if req.fmt == "html":
         return Outcome(render(run, "html", page=True, svgs=api.figure_svgs(run)), after=after)
-    return Outcome(render(run, req.fmt), after=after)
+    return Outcome(render(run, req.fmt, **_tty(req)), after=after)

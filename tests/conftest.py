@@ -33,3 +33,11 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
 _hypothesis_settings.register_profile("nsysmoe", deadline=None)
 _hypothesis_settings.load_profile("nsysmoe")
+
+
+@pytest.fixture(autouse=True)
+def _stable_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Terminal output at its piped default (100 columns, plain): xdist workers inherit
+    COLUMNS=80, and a developer's FORCE_COLOR / NO_COLOR must not change test output."""
+    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)

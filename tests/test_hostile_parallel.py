@@ -152,7 +152,8 @@ def test_one_bad_file_of_each_kind_with_dask_local(mixed_dir) -> None:  # noqa: 
     proc = run_cli("analyze", str(d), "--dask", "local", env={"COLUMNS": "1000"})  # whole lines
     _one_warning(proc, bad)
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("2 traces, 2 ranks")
+    assert lines[0].startswith("2 ranks, ")  # the headline, then the run's line
+    assert any(ln.startswith("2 traces, 2 ranks") for ln in lines)
     assert sum(ln.startswith(("rank0.sqlite:", "rank1.sqlite:")) for ln in lines) >= 2
     failed = sorted(ln.removeprefix("FAILED ").split(": ")[0] for ln in lines
                     if ln.startswith("FAILED "))  # fmt: skip

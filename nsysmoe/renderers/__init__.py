@@ -27,6 +27,7 @@ def render(
     svgs: Mapping[str, str] | None = None,
     page: bool = False,
     options: ReportOptions | None = None,
+    tty: bool | None = None,
 ) -> str:
     """``result`` as ``fmt`` text.
 
@@ -51,6 +52,8 @@ def render(
         doc = doc + Document((Figures(tuple(figures)),))
     if fmt == "html":
         return html.format_page(doc, svgs) if page else html.format_document(doc, svgs)
+    if fmt == "terminal":  # ``tty``: whether it goes to a terminal (None: stdout's); -o: False
+        return terminal.format_document(doc, tty=tty)
     return _TEXT[fmt](doc)
 
 
