@@ -41,6 +41,7 @@ from nsysmoe.renderers.plot import (
     slug,
     svg_text,
     timeline_figure,
+    unique_stems,
     waits_figure,
     write_figures,
 )
@@ -239,7 +240,7 @@ def figure_jobs(result: object) -> list[FigureJob]:
             jobs.append(("ranks", partial(ranks_figure, result)))
         if result.collectives.matched:
             jobs.append(("waits", partial(waits_figure, result.collectives)))
-    return _unique_stems(jobs)
+    return unique_stems(jobs)
 
 
 def _timeline_jobs(analyses: list[tuple[TraceAnalysis, str]]) -> list[FigureJob]:
@@ -274,20 +275,6 @@ def _run_jobs(a: TraceAnalysis, suffix: str, name: str) -> list[FigureJob]:
     if a.collectives.matched:
         jobs.append((f"waits{suffix}", partial(waits_figure, a.collectives, name)))
     return jobs
-
-
-def _unique_stems(jobs: list[FigureJob]) -> list[FigureJob]:
-    """Stems that would collide (two traces of one file name) get ``-2``, ``-3``…, as
-    :func:`~nsysmoe.renderers.plot.write_figures` names their files."""
-    out, used = [], set()
-    for stem, make in jobs:
-        name, k = stem, 1
-        while name in used:
-            k += 1
-            name = f"{stem}-{k}"
-        used.add(name)
-        out.append((name, make))
-    return out
 
 
 def plot(result: object, outdir: str | Path) -> list[Path]:

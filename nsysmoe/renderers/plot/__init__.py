@@ -43,6 +43,20 @@ def slug(path: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") or "trace"
 
 
+def unique_stems(jobs: Sequence[FigureJob]) -> list[FigureJob]:
+    """The jobs with stems that would collide (two traces of one file name) made unique:
+    ``-2``, ``-3``…"""
+    out, used = [], set()
+    for stem, make in jobs:
+        name, k = stem, 1
+        while name in used:
+            k += 1
+            name = f"{stem}-{k}"
+        used.add(name)
+        out.append((name, make))
+    return out
+
+
 def write_figures(
     outdir: Path, jobs: Sequence[FigureJob], formats: Sequence[str] = ("png", "svg")
 ) -> list[Path]:
@@ -50,13 +64,8 @@ def write_figures(
     would collide get ``-2``, ``-3``… Returns the written paths."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    written, used = [], set()
-    for stem, make in jobs:
-        name, k = stem, 1
-        while name in used:
-            k += 1
-            name = f"{stem}-{k}"
-        used.add(name)
+    written = []
+    for name, make in unique_stems(jobs):
         fig = make()
         written += _save(fig, outdir, name, formats)
         fig.clear()  # its artists freed now, not at the next garbage collection
