@@ -8,7 +8,6 @@ sit in their comm kernels waiting for it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -106,10 +105,3 @@ def run_analysis(results: list[TraceAnalysis | Failure], align: bool = False) ->
     return RanksAnalysis(analyses, failures, ranks, table, stragglers(table), graphs, channels,
                          across_files(analyses, align),
                          missing_iterations(analyses, ranks))  # fmt: skip
-
-
-def side_by_side(sides: list[TraceAnalysis]) -> RanksAnalysis:
-    """Both sides' GPUs of an A/B as one per-rank table (off and on next to each other); no
-    straggler is named, as off and on are different runs, not peers."""
-    return replace(run_analysis(list(sides)), stragglers=Stragglers(),
-                   collectives=Collectives.none(), missing_iterations=())
