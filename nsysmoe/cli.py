@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from nsysmoe import cli_types as ct
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError, UsageError
-from nsysmoe.model import IterationRange, Window
+
+if TYPE_CHECKING:
+    from nsysmoe.model import IterationRange, Window
 
 FORMATS = ("terminal", "markdown", "json", "html")
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import click
 
-from nsysmoe.model import INT64_MAX, IterationRange, Window
-from nsysmoe.parallel import dask_address_problem
+if TYPE_CHECKING:  # the model and parallel modules import polars: not for `nsysmoe --help`
+    from nsysmoe.model import IterationRange, Window
+
+INT64_MAX = 2**63 - 1  # the trace timeline's range (nsysmoe.model.INT64_MAX)
 
 UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
@@ -45,6 +48,8 @@ class WindowType(click.ParamType):
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> Window | IterationRange:
+        from nsysmoe.model import IterationRange, Window
+
         if isinstance(value, Window | IterationRange):
             return value
         text = str(value)
@@ -77,6 +82,8 @@ class DaskAddressType(click.ParamType):
 
     def convert(self, value: object, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:  # fmt: skip
+        from nsysmoe.parallel import dask_address_problem
+
         problem = dask_address_problem(str(value))
         if problem:
             raise click.BadParameter(f"{value!r}: {problem}")
