@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from nsysmoe.ab.contract import check_contract, variables_of
+from nsysmoe.ab.contract import both_settings, check_contract, variables_of
 from nsysmoe.ab.metrics import (
     per_gpu_rows,
     step_change,
@@ -57,7 +57,8 @@ def compare(
     called ``labels`` (default: from the variable, else the file names)."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: sides overlap
         a, b = pool.map(measure_side, ("off", "on"), (off, on))
-    variables, note = variables_of(a, b, vary)
+    sets = both_settings(a, b)
+    variables, note = variables_of(a, b, vary, sets)
     name_off, name_on = side_labels(variables, (off.path, on.path), labels)
     a, b = replace(a, name=name_off), replace(b, name=name_on)
     rows = with_per_rank(tuple(summary_rows(a, b)), a, b, scope=scope, steps=steps)
@@ -68,7 +69,7 @@ def compare(
     return Comparison(
         off=a,
         on=b,
-        contract=check_contract(a, b, variables, note),
+        contract=check_contract(a, b, variables, note, sets),
         rows=rows,
         verdicts=tuple(verdicts),
         per_gpu=per_gpu_rows(a, b),

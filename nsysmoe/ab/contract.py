@@ -207,11 +207,11 @@ def caveat_checks(off: Side, on: Side) -> list[Check]:
     return out
 
 
-def variables_of(off: Side, on: Side, vary: tuple[str, ...] = ()) -> tuple[
-        tuple[Variable, ...], str]:  # fmt: skip
+def variables_of(off: Side, on: Side, vary: tuple[str, ...] = (),
+                 sets: Settings | None = None) -> tuple[tuple[Variable, ...], str]:  # fmt: skip
     """The variable under test (the ``--vary`` names, else the one setting that differs) and
     a note on how it was found."""
-    s_off, s_on = settings(off.analysis), settings(on.analysis)
+    s_off, s_on = sets or both_settings(off, on)
     channels = set(off.kernel_channels["channel"].drop_nulls()) | set(
         on.kernel_channels["channel"].drop_nulls())
     variables = declared(vary, s_off, s_on, channels)
@@ -223,10 +223,10 @@ def variables_of(off: Side, on: Side, vary: tuple[str, ...] = ()) -> tuple[
     return (), ""
 
 
-def check_contract(off: Side, on: Side, variables: tuple[Variable, ...] = (),
-                   note: str = "") -> Contract:  # fmt: skip
+def check_contract(off: Side, on: Side, variables: tuple[Variable, ...] = (), note: str = "",
+                   sets: Settings | None = None) -> Contract:  # fmt: skip
     """The contract of two sides given the variable under test (:func:`variables_of`)."""
-    s_off, s_on = settings(off.analysis), settings(on.analysis)
+    s_off, s_on = sets or both_settings(off, on)
     scope = scope_of(variables)
     if not off.analysis.launch.command and not on.analysis.launch.command:
         scope |= {"nvtx:schedule"}  # no launch recorded: the EP-overlap schedule is assumed
@@ -257,6 +257,15 @@ def differing_channels(off: Side, on: Side) -> tuple[list[str], bool]:
     diff = joined.filter(pl.col("count") != pl.col("count_right"))
     comm = diff.filter(pl.col("class") == "comm")
     return sorted(set(comm["channel"].drop_nulls())), len(comm) < len(diff)
+
+
+Settings = tuple[dict[str, Setting], dict[str, Setting]]
+
+
+def both_settings(off: Side, on: Side) -> Settings:
+    """Each side's settings (:func:`nsysmoe.ab.settings.settings`), read once for the variable
+    and the contract."""
+    return settings(off.analysis), settings(on.analysis)
 
 
 def _hint(checks: list[Check], off: Side, on: Side) -> str:

@@ -37,8 +37,7 @@ def _sum(side: Side, col: str) -> int:
 
 
 def median_step_ns(side: Side) -> int | None:
-    it = side.analysis.iterations
-    return None if it.is_empty() else int(it["step_ns"].median())
+    return side.analysis.median_step_ns
 
 
 def _compute(side: Side, klass: str, col: str) -> float | int | None:

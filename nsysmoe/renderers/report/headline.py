@@ -66,8 +66,8 @@ def trace_headline(a: TraceAnalysis) -> list[Block]:
     t = a.totals
     span = t.span_ns or 0
     rows: list[tuple[str, ...]] = []
-    if not a.iterations.is_empty():
-        rows.append(("median step time", ms(int(a.iterations["step_ns"].median())), ""))
+    if a.median_step_ns is not None:
+        rows.append(("median step time", ms(a.median_step_ns), ""))
     rows.append(("exposed communication", ms(t.exposed_ns),
                  f"{pct(t.hidden_pct)} of {ms(t.comm_ns)} ms hidden"))  # fmt: skip
     for ch in _top_channels(a):

@@ -144,7 +144,7 @@ def on_the_table_lines(a: TraceAnalysis) -> list[str]:
     t = a.channel_totals
     if t.is_empty() or a.iterations.is_empty() or "median_step_if_hidden_ns" not in t.columns:
         return []
-    step = int(a.iterations["step_ns"].median())
+    step = a.median_step_ns
     parts = [f"{r['channel']} ≥ {ms(r['median_step_if_hidden_ns'])} ms"
              for r in t.sort("exposed_only_ns", descending=True).iter_rows(named=True)
              if r["exposed_only_ns"] and r["median_step_if_hidden_ns"] is not None]  # fmt: skip
