@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -27,6 +28,9 @@ from nsysmoe.io.clean import decode_text
 SQLITE_MAGIC = b"SQLite format 3\x00"
 JOURNAL_MAGIC = b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7"  # a live rollback journal's first bytes
 MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
+#: rowids per part of a table read in parallel (see :meth:`Db.parts`); the most parts per table
+PART_ROWS = 250_000
+MAX_PARTS = 16
 SUPPORTED = "nsys 2022.2 to 2026.x (export schema 2.9 to 3.2x)"
 
 
@@ -121,6 +125,12 @@ def _checked(expr: str) -> str:
     return f"iif(typeof({expr}) = 'integer', {expr}, NULL)"
 
 
+def _where(*conditions: str) -> str:
+    """A WHERE clause requiring every non-empty condition, or nothing."""
+    held = [f"({c})" for c in conditions if c]
+    return f" WHERE {' AND '.join(held)}" if held else ""
+
+
 class Db:
     """A read-only export plus its table/column catalogue; bulk reads go through BulkReader."""
 
@@ -136,6 +146,8 @@ class Db:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         self.tables = {r[0] for r in rows}
         self._columns: dict[str, set[str]] = {}
+        rows = conn.execute("SELECT tbl_name FROM sqlite_master WHERE type = 'index'").fetchall()
+        self._indexed = {r[0] for r in rows}
 
     @property
     def replaced_strings(self) -> int:
@@ -166,12 +178,38 @@ class Db:
                 "or report the nsys version"
             )
 
+    def parts(self, table: str) -> list[str]:
+        """Conditions splitting ``table`` into rowid ranges of about :data:`PART_ROWS` rows to
+        read in parallel, or ``[""]`` (the whole table) where that could change the rows' order
+        or is not worth it. A scan of a rowid table without indexes returns rows in rowid
+        order, as do range scans on the rowid, so the parts joined in order are the whole
+        scan; an index could make SQLite answer from it in its own order, so indexed tables
+        (and tables without rowid, whose key is an index) are read whole."""
+        if not self.bulk.parallel or table in self._indexed:
+            return [""]
+        names = {c.lower() for c in self.columns(table)}
+        rowid = next((n for n in ("rowid", "_rowid_", "oid") if n not in names), None)
+        if rowid is None:  # every alias is a column's name
+            return [""]
+        low = self.conn.execute(f"SELECT min({rowid}) FROM {table}").fetchone()[0]
+        high = self.conn.execute(f"SELECT max({rowid}) FROM {table}").fetchone()[0]
+        if low is None or (high - low) < 2 * PART_ROWS:
+            return [""]
+        n = min(MAX_PARTS, (high - low) // PART_ROWS)
+        cuts = [low + (high - low) * i // n for i in range(1, n)]
+        return [
+            f"{rowid} <= {cuts[0]}",
+            *(f"{rowid} > {a} AND {rowid} <= {b}" for a, b in zip(cuts, cuts[1:], strict=False)),
+            f"{rowid} > {cuts[-1]}",
+        ]
+
     def select(
         self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType], where: str = ""
     ) -> pl.DataFrame:
-        """``SELECT exprs FROM table where`` as a frame with ``schema``: Int64 columns are
+        """``SELECT exprs FROM table WHERE where`` as a frame with ``schema``: Int64 columns are
         integers (a value of another type becomes NULL, and the table is noted in ``mixed``),
-        String columns are text decoded from bytes (invalid UTF-8 counted in ``replaced``)."""
+        String columns are text decoded from bytes (invalid UTF-8 counted in ``replaced``).
+        A big table is read in rowid ranges at once (:meth:`parts`), in the same order."""
         names = list(schema)
         text = [n for n, t in schema.items() if t == pl.String]
         raw = {n: pl.Binary if n in text else t for n, t in schema.items()}
@@ -183,13 +221,13 @@ class Db:
         # every column gets its own name: two missing columns both read as ``NULL``
         plain = [f'{e} AS "{n}"' for n, e in zip(names, plain, strict=True)]
         checked = [f'{e} AS "{n}"' for n, e in zip(names, checked, strict=True)]
-        tail = f" FROM {table} {where}"
+        tails = [f" FROM {table}{_where(part, where)}" for part in self.parts(table)]
         try:
             if not self.bulk.arrow:  # row tuples convert leniently (1.5 → 1): always check
                 raise MixedTypes(table)
-            df = self.bulk.frame("SELECT " + ", ".join(plain) + tail, raw)
+            df = self.bulk.frames(["SELECT " + ", ".join(plain) + t for t in tails], raw)
         except MixedTypes:
-            df = self.bulk.frame("SELECT " + ", ".join(checked) + tail, raw)
+            df = self.bulk.frames(["SELECT " + ", ".join(checked) + t for t in tails], raw)
             if self.bulk.arrow or self._has_mixed(table, exprs, schema, where):
                 self.mixed.add(table)
         for n in text:
@@ -205,7 +243,7 @@ class Db:
         if not ints:
             return False
         odd = " OR ".join(f"typeof({e}) NOT IN ('integer', 'null')" for e in ints)
-        where = f"{where} AND ({odd})" if where else f"WHERE {odd}"
+        where = f"WHERE {where} AND ({odd})" if where else f"WHERE {odd}"
         return self.conn.execute(f"SELECT 1 FROM {table} {where} LIMIT 1").fetchone() is not None
 
     def small(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -227,7 +265,7 @@ class Db:
         unique = ids.drop_nulls().unique()
         where = ""
         if len(unique) <= MAX_ID_LIST:
-            where = "WHERE id IN (" + ",".join(map(str, unique.to_list())) + ")"
+            where = "id IN (" + ",".join(map(str, unique.to_list())) + ")"
         df = self.select("StringIds", ["id", "value"], {"id": pl.Int64, "value": pl.String}, where)
         return df.drop_nulls("id").unique("id", keep="first")
 
@@ -249,12 +287,13 @@ class Db:
 
 
 @contextmanager
-def opened(path: Path) -> Iterator[Db]:
+def opened(path: Path, pool: Executor | None = None) -> Iterator[Db]:
+    """The export at ``path`` as a :class:`Db`; ``pool`` reads big tables in parallel parts."""
     conn, uri = connect_readonly(path)
     before = _state(path)
     bulk = None
     try:
-        bulk = BulkReader(uri, conn)
+        bulk = BulkReader(uri, conn, pool)
         yield Db(conn, path, bulk)
         if _state(path) != before:
             raise NsysmoeError(

@@ -13,7 +13,8 @@ in :mod:`nsysmoe.io.nsys_db`. Split it by table when a table's reader grows past
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import os
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,6 +43,8 @@ GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
 #: export metadata row naming the program that generated a synthetic export (not a measurement)
 GENERATED_BY = "NSYSMOE_GENERATED_BY"
 
+#: threads decoding parts of the big tables (SQLite and the Arrow driver release the GIL)
+READERS = max(1, min(4, len(os.sched_getaffinity(0))))
 #: NVTX eventType codes (ENUM_NSYS_EVENT_TYPE): push/pop, start/end and their NVTXT variants
 NVTX_RANGE_TYPES = {59: "pushpop", 60: "startend", 70: "pushpop", 71: "startend"}
 NVTX_DOMAIN_CREATE = 75
@@ -72,13 +75,14 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
     release the GIL, so the two reads overlap on two cores.
     """
     path = Path(path)
-    with opened(path) as db, ThreadPoolExecutor(max_workers=1) as pool:
-        check_export(db)
-        nvtx = pool.submit(_read_nvtx_alone, path)
-        trace, notes = _read(db)
-        nvtx_table, nvtx_missing, nvtx_notes = nvtx.result()
-        notes.replaced, notes.mixed = db.replaced_strings, db.mixed
-        notes = notes.merged(nvtx_notes)
+    with ThreadPoolExecutor(READERS) as parts, ThreadPoolExecutor(1) as side:
+        with opened(path, parts) as db:
+            check_export(db)
+            nvtx = side.submit(_read_nvtx_alone, path, parts)
+            trace, notes = _read(db)
+            nvtx_table, nvtx_missing, nvtx_notes = nvtx.result()
+            notes.replaced, notes.mixed = db.replaced_strings, db.mixed
+            notes = notes.merged(nvtx_notes)
     not_captured = {**trace.not_captured, **nvtx_missing}
     return replace(
         trace,
@@ -89,11 +93,13 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
     )
 
 
-def _read_nvtx_alone(path: Path) -> tuple[pl.DataFrame, dict[str, str], Notes]:
+def _read_nvtx_alone(
+    path: Path, parts: Executor
+) -> tuple[pl.DataFrame, dict[str, str], Notes]:
     """The NVTX table through its own connection (for the reading thread)."""
     missing: dict[str, str] = {}
     notes = Notes()
-    with opened(path) as db:
+    with opened(path, parts) as db:
         table = _read_nvtx(db, missing, notes)
         notes.replaced, notes.mixed = db.replaced_strings, db.mixed
     return table, missing, notes
@@ -292,7 +298,7 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
     db.need(t, "start", "end", "globalTid", "correlationId")
     where = ""
     if "eventClass" in db.columns(t):
-        where = f"WHERE eventClass IN {API_EVENT_CLASSES}"
+        where = f"eventClass IN {API_EVENT_CLASSES}"
     df = db.select(
         t,
         ["start", '"end"', "globalTid", "correlationId", db.col(t, "nameId")],
@@ -332,7 +338,7 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
             "end_tid": pl.Int64,
             "domain_id": pl.Int64,
         },
-        f"WHERE eventType IN {types}",
+        f"eventType IN {types}",
     )
     last = db.last_time(t)
     strings = db.strings(df["text_id"]).rename({"id": "text_id", "value": "sid"})
