@@ -12,6 +12,7 @@ was read. Text is selected as bytes and decoded here (invalid UTF-8 becomes U+FF
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
@@ -125,6 +126,24 @@ def _checked(expr: str) -> str:
     return f"iif(typeof({expr}) = 'integer', {expr}, NULL)"
 
 
+_INT_LITERAL = re.compile(r"-?[0-9]{1,18}")
+
+
+def _constants(exprs: Sequence[str], schema: dict[str, pl.DataType]) -> dict[str, object]:
+    """The columns whose expression is a literal standing in for a missing column (``NULL``,
+    ``0``, ``''``), with the value each would read as: added in polars instead of being decoded
+    row by row. None when every column is one (the SELECT still has to count the rows)."""
+    consts: dict[str, object] = {}
+    for (name, dtype), expr in zip(schema.items(), exprs, strict=True):
+        if dtype == pl.String and expr in ("NULL", "''"):
+            consts[name] = ""  # text is read as coalesce(value, '')
+        elif dtype == pl.Int64 and expr == "NULL":
+            consts[name] = None
+        elif dtype == pl.Int64 and _INT_LITERAL.fullmatch(expr):
+            consts[name] = int(expr)
+    return consts if len(consts) < len(schema) else {}
+
+
 def _where(*conditions: str) -> str:
     """A WHERE clause requiring every non-empty condition, or nothing."""
     held = [f"({c})" for c in conditions if c]
@@ -210,12 +229,14 @@ class Db:
         integers (a value of another type becomes NULL, and the table is noted in ``mixed``),
         String columns are text decoded from bytes (invalid UTF-8 counted in ``replaced``).
         A big table is read in rowid ranges at once (:meth:`parts`), in the same order."""
-        names = list(schema)
-        text = [n for n, t in schema.items() if t == pl.String]
-        raw = {n: pl.Binary if n in text else t for n, t in schema.items()}
+        consts = _constants(exprs, schema)
+        names = [n for n in schema if n not in consts]
+        text = [n for n in names if schema[n] == pl.String]
+        raw = {n: pl.Binary if n in text else schema[n] for n in names}
         plain = [
             f"CAST(coalesce({e}, '') AS BLOB)" if n in text else e
-            for n, e in zip(names, exprs, strict=True)
+            for n, e in zip(schema, exprs, strict=True)
+            if n not in consts
         ]
         checked = [e if n in text else _checked(e) for n, e in zip(names, plain, strict=True)]
         # every column gets its own name: two missing columns both read as ``NULL``
@@ -234,7 +255,9 @@ class Db:
             decoded, bad = decode_text(df[n])
             self.replaced += bad
             df = df.with_columns(decoded.alias(n))
-        return df
+        if consts:
+            df = df.with_columns(pl.lit(v, schema[n]).alias(n) for n, v in consts.items())
+        return df.select(list(schema))
 
     def _has_mixed(
         self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType], where: str

@@ -340,7 +340,6 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         },
         f"eventType IN {types}",
     )
-    last = db.last_time(t)
     strings = db.strings(df["text_id"]).rename({"id": "text_id", "value": "sid"})
     text = pl.when(pl.col("text") != "").then(pl.col("text"))  # '' stood in for NULL
     df = df.join(strings, on="text_id", how="left").with_columns(
@@ -359,6 +358,7 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
     if unnamed.item():
         notes.said.append(f"{unnamed.item()} NVTX range names not found in StringIds "
                           "(shown as empty names)")  # fmt: skip
+    last = db.last_time(t) if ranges["end"].null_count() else None  # a full scan: when needed
     ranges = ranges.with_columns(
         pl.col("end").fill_null(last if last is not None else 0),
         pl.col("etype").replace_strict(NVTX_RANGE_TYPES, return_dtype=pl.String).alias("style"),
