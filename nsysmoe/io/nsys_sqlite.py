@@ -165,15 +165,20 @@ def _note_unnamed(kernels: pl.DataFrame, notes: Notes) -> None:
                           "(shown as [unknown])")  # fmt: skip
 
 
+def _names(ids: pl.Expr, strings: pl.DataFrame) -> pl.Expr:
+    """The StringIds value of each id (null where StringIds has none): a hash lookup that makes
+    one column, where a join would copy every column of a million-row table."""
+    return ids.replace_strict(
+        strings["id"], strings["value"], default=None, return_dtype=pl.String
+    )
+
+
 def _with_names(db: Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFrame:
     """Replace StringIds id columns (``{id_col: out_col}``) by their strings."""
     ids = pl.concat([df[c] for c in id_cols]) if len(df) else pl.Series([], dtype=pl.Int64)
     strings = db.strings(ids)
-    for id_col, out_col in id_cols.items():
-        df = df.join(strings.rename({"id": id_col, "value": out_col}), on=id_col, how="left").drop(
-            id_col
-        )
-    return df
+    named = [_names(pl.col(i), strings).alias(o) for i, o in id_cols.items()]
+    return df.with_columns(named).drop(list(id_cols))
 
 
 #: the leading columns every GPU activity query selects, in order
@@ -307,12 +312,12 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
         where,
     )
     kinds = db.strings(df["name_id"]).select(
-        pl.col("id").alias("name_id"), api_kind(pl.col("value")).alias("api")
-    ).drop_nulls("api")
+        "id", api_kind(pl.col("value")).alias("value")
+    ).drop_nulls("value")
     if kinds.is_empty():
         df = df.with_columns(api=pl.lit(None, pl.String))
     else:
-        df = df.join(kinds, on="name_id", how="left", maintain_order="left")
+        df = df.with_columns(_names(pl.col("name_id"), kinds).alias("api"))
     df = df.with_columns(pid_of("tid").alias("pid"))
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
 
@@ -340,9 +345,9 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         },
         f"eventType IN {types}",
     )
-    strings = db.strings(df["text_id"]).rename({"id": "text_id", "value": "sid"})
+    strings = db.strings(df["text_id"])
     text = pl.when(pl.col("text") != "").then(pl.col("text"))  # '' stood in for NULL
-    df = df.join(strings, on="text_id", how="left").with_columns(
+    df = df.with_columns(_names(pl.col("text_id"), strings).alias("sid")).with_columns(
         pl.coalesce("sid", text).alias("name"), pid_of("tid").alias("pid")
     )
     domains = (
@@ -350,22 +355,33 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         .select("pid", "domain_id", pl.col("name").alias("domain"))
         .unique(["pid", "domain_id"], keep="last")
     )
-    ranges = df.filter(pl.col("etype") != NVTX_DOMAIN_CREATE).join(
-        domains, on=["pid", "domain_id"], how="left"
-    )
+    # a join on the two key columns only, not a copy of every column: domains are few
+    domain = df.select("pid", "domain_id").join(
+        domains, on=["pid", "domain_id"], how="left", maintain_order="left"
+    )["domain"]
+    is_range = pl.col("etype") != NVTX_DOMAIN_CREATE
     lost = pl.col("text_id").is_not_null() & pl.col("sid").is_null() & (pl.col("text") == "")
-    unnamed = ranges.select(lost.sum())
-    if unnamed.item():
-        notes.said.append(f"{unnamed.item()} NVTX range names not found in StringIds "
+    unended = pl.col("end").is_null() & is_range
+    unnamed, unended = df.select((lost & is_range).sum(), unended.sum()).row(0)
+    if unnamed:
+        notes.said.append(f"{unnamed} NVTX range names not found in StringIds "
                           "(shown as empty names)")  # fmt: skip
-    last = db.last_time(t) if ranges["end"].null_count() else None  # a full scan: when needed
-    ranges = ranges.with_columns(
+    last = db.last_time(t) if unended else None  # a full scan: only when needed
+    ranges = df.select(
+        "pid",
+        "tid",
+        "start",
         pl.col("end").fill_null(last if last is not None else 0),
-        pl.col("etype").replace_strict(NVTX_RANGE_TYPES, return_dtype=pl.String).alias("style"),
-        pl.col("end_tid").is_not_null().alias("cross_thread"),
         pl.col("name").fill_null(""),
+        domain.alias("domain"),
+        pl.col("etype")
+        .replace_strict(NVTX_RANGE_TYPES, default=None, return_dtype=pl.String)
+        .alias("style"),
+        pl.col("end_tid").is_not_null().alias("cross_thread"),
+        is_range.alias("is_range"),
     )
-    ranges = drop_invalid(ranges, "NVTX range", notes.dropped, gpu=False)
+    del df  # the raw columns not kept: freed before the one filtering copy
+    ranges = drop_invalid(ranges, "NVTX range", notes.dropped, gpu=False, among=pl.col("is_range"))
     if ranges.is_empty():
         not_captured["nvtx"] = "no NVTX ranges in the export"
     return ranges.select(list(model.NVTX_SCHEMA)).cast(model.NVTX_SCHEMA)
