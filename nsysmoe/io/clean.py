@@ -49,6 +49,8 @@ def drop_invalid(
     counts = dict(codes.drop_nulls().value_counts().iter_rows())
     for i, (reason, _) in enumerate(conditions):
         dropped[f"{what} rows {reason}"] = int(counts.get(i, 0))
+    if not counts:  # nothing to leave out (the rule): no copy of the table
+        return df
     return df.filter(codes.is_null())
 
 
