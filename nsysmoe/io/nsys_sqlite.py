@@ -43,8 +43,10 @@ GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
 #: export metadata row naming the program that generated a synthetic export (not a measurement)
 GENERATED_BY = "NSYSMOE_GENERATED_BY"
 
-#: threads decoding parts of the big tables (SQLite and the Arrow driver release the GIL)
-READERS = max(1, min(4, len(os.sched_getaffinity(0))))
+#: threads decoding parts of the big tables (SQLite and the Arrow driver release the GIL): one
+#: per core this process may use (sched_getaffinity is Linux-only), at most 4
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+READERS = max(1, min(4, _CORES or 1))
 #: NVTX eventType codes (ENUM_NSYS_EVENT_TYPE): push/pop, start/end and their NVTXT variants
 NVTX_RANGE_TYPES = {59: "pushpop", 60: "startend", 70: "pushpop", 71: "startend"}
 NVTX_DOMAIN_CREATE = 75
@@ -71,8 +73,9 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
     """Read an nsys SQLite export into a :class:`~nsysmoe.model.Trace`.
 
     NVTX (often the largest table: millions of PyTorch op ranges) is read on a second
-    connection in a thread while the CUDA tables are read; SQLite, the Arrow driver and polars
-    release the GIL, so the two reads overlap on two cores.
+    connection in a thread while the CUDA tables are read; both hand their big tables' rowid
+    ranges to one pool of :data:`READERS` threads (``Db.parts``), so every core decodes until
+    the last part is read. SQLite, the Arrow driver and polars release the GIL.
     """
     path = Path(path)
     with ThreadPoolExecutor(READERS) as parts, ThreadPoolExecutor(1) as side:
