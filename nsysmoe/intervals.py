@@ -277,6 +277,16 @@ def grouped_runs(
     if s.size == 0:
         return group, s, e
     first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    reach = np.maximum.accumulate(e)
+    if np.all(reach[first[1:] - 1] <= s[first[1:]]):
+        # groups follow one another in time (iteration windows): a plain running maximum
+        # carries no end of one group past the next group's first start
+        opens = np.empty(s.size, dtype=bool)
+        opens[:1] = True
+        np.greater(s[1:], reach[:-1], out=opens[1:])
+        opens[first] = True
+        at = np.flatnonzero(opens)
+        return group[at], s[at], reach[np.append(at[1:], s.size) - 1]
     counts = np.diff(np.append(first, s.size))
     base = np.repeat(s[first], counts).view(np.uint64)  # the group's first (lowest) start
     rel_s = s.view(np.uint64) - base  # exact: s >= base, so the difference is in [0, 2**64)

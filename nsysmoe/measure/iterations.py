@@ -40,9 +40,13 @@ def assign_rows(s: np.ndarray, e: np.ndarray, starts: np.ndarray,
     first = np.searchsorted(ends, s, side="right")  # first window ending after s
     last = np.searchsorted(starts, np.maximum(e, s + 1), side="left") - 1  # last starting before e
     count = np.clip(last - first + 1, 0, None)
-    rows = np.repeat(np.arange(s.size), count)
-    offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
-    win = (first[rows] + offset).astype(np.int64)
+    if count.size and count.max() <= 1:  # no row crosses a window boundary: no repeats
+        rows = np.flatnonzero(count)
+        win = first[rows].astype(np.int64)
+    else:
+        rows = np.repeat(np.arange(s.size), count)
+        offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
+        win = (first[rows] + offset).astype(np.int64)
     return rows, win, np.maximum(s[rows], starts[win]), np.minimum(e[rows], ends[win])
 
 

@@ -107,7 +107,7 @@ def by_gpu(df: pl.DataFrame, keys: list[tuple[int, int]]) -> dict[tuple[int, int
 def gpu_keys(*frames: pl.DataFrame) -> list[tuple[int, int]]:
     """Sorted (pid, device) of every GPU with a row in any of the frames."""
     both = pl.concat([f.select("pid", "device") for f in frames])
-    return sorted(both.unique().iter_rows())
+    return sorted(both.group_by("pid", "device").len().select("pid", "device").iter_rows())
 
 
 Figures = tuple[dict[str, int | float | None], list[dict[str, object]]]
