@@ -335,3 +335,35 @@ def grouped_union_lengths(
         widths = e.view(np.uint64) - s.view(np.uint64)
         out[g[first]] = np.add.reduceat(widths, first).view(np.int64)
     return out
+
+
+def sorted_runs(starts: Int64Array, ends: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """The union of non-empty rows (ends > starts) sorted by start, as disjoint sorted runs."""
+    if starts.size == 0:
+        return starts, ends
+    reach = np.maximum.accumulate(ends)
+    opens = np.empty(starts.size, dtype=bool)
+    opens[:1] = True
+    np.greater(starts[1:], reach[:-1], out=opens[1:])
+    at = np.flatnonzero(opens)
+    return starts[at], reach[np.append(at[1:], starts.size) - 1]
+
+
+def covered_before(starts: Int64Array, ends: Int64Array, t: Int64Array) -> NDArray[np.uint64]:
+    """|U ∩ (−∞, t)| for each t, U the disjoint sorted runs (starts, ends): prefix sums, in
+    uint64 so that differences of two such values are exact for any int64 coordinates."""
+    if starts.size == 0:
+        return np.zeros(t.shape, dtype=np.uint64)
+    widths = ends.view(np.uint64) - starts.view(np.uint64)
+    cum = np.concatenate((np.zeros(1, np.uint64), np.cumsum(widths, dtype=np.uint64)))
+    j = np.searchsorted(starts, t, side="right")  # runs starting at or before t
+    k = np.maximum(j - 1, 0)
+    part = np.minimum(t, ends[k]).view(np.uint64) - starts[k].view(np.uint64)
+    return np.where(j > 0, cum[k] + part, np.uint64(0))
+
+
+def overlap_length(a: tuple[Int64Array, Int64Array], b: tuple[Int64Array, Int64Array]) -> int:
+    """|A ∩ B| of two disjoint sorted run sets (as :func:`sorted_runs` gives): A's coverage
+    inside each run of B, by prefix sums; no merge of the two."""
+    inside = covered_before(*a, b[1]) - covered_before(*a, b[0])
+    return int(inside.sum(dtype=np.uint64))

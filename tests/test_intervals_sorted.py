@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 from nsysmoe.intervals import (
     IntervalSet,
     by_group,
+    covered_before,
     grouped_runs,
     grouped_union_lengths,
+    overlap_length,
+    sorted_runs,
     sorted_union_length,
     start_order,
 )
@@ -104,3 +107,31 @@ def test_a_group_starting_before_the_previous_groups_end_opens_a_run() -> None:
 def test_by_group_is_stable_for_wide_codes() -> None:
     codes = np.array([70000, 3, 70000, 3], dtype=np.int64)
     assert by_group(codes).tolist() == [1, 3, 0, 2]
+
+
+Pairs = list[tuple[int, int]]
+pairs = st.lists(st.tuples(coord, coord), max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs, pairs)
+def test_sorted_runs_and_overlap_length_match_the_oracle(a: Pairs, b: Pairs) -> None:
+    def runs_of(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        s = np.array([p[0] for p in pairs if p[1] > p[0]], dtype=np.int64)
+        e = np.array([p[1] for p in pairs if p[1] > p[0]], dtype=np.int64)
+        o = start_order(s)
+        return sorted_runs(s[o], e[o])
+
+    ra, rb = runs_of(a), runs_of(b)
+    assert list(zip(*(x.tolist() for x in ra), strict=True)) == runs(covered(a))
+    assert overlap_length(ra, rb) == len(covered(a) & covered(b))
+    t = np.arange(-5, 45, dtype=np.int64)
+    assert covered_before(*ra, t).tolist() == [len({x for x in covered(a) if x < v})
+                                               for v in t.tolist()]  # fmt: skip
+
+
+def test_overlap_length_with_int64_extremes() -> None:
+    a = (np.array([I64.min], dtype=np.int64), np.array([I64.max], dtype=np.int64))
+    b = (np.array([I64.min, 0], dtype=np.int64), np.array([-5, I64.max], dtype=np.int64))
+    assert overlap_length(a, b) == (-5 - int(I64.min)) + int(I64.max)
+    assert overlap_length(a, a) == 2**64 - 1

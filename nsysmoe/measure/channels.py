@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.classify import COMPUTE_GEMM_ATTN
-from nsysmoe.intervals import by_group, grouped_runs, start_order
+from nsysmoe.intervals import by_group, grouped_runs, sorted_runs, start_order
 from nsysmoe.measure.iterations import assign_rows
 from nsysmoe.measure.overlap import (
     COMM,
@@ -109,8 +109,8 @@ def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.n
 
 def _union_runs(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of rows sorted by start as disjoint sorted runs."""
-    _, rs, re_ = grouped_runs(np.zeros(s.size, dtype=np.int8), s, e)
-    return rs, re_
+    keep = e > s
+    return sorted_runs(s[keep], e[keep])
 
 
 def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN, GRAPH
-from nsysmoe.intervals import by_group, grouped_union_lengths, sorted_union_length, start_order
+from nsysmoe.intervals import overlap_length, sorted_runs, start_order
 from nsysmoe.model import WHOLE_TRACE, Window
 from nsysmoe.results import Totals
 
@@ -124,15 +124,18 @@ def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.
     keep = we > ws
     ws, we, wc = ws[keep], we[keep], wc[keep]
 
-    def union(mask: np.ndarray) -> int:
-        return sorted_union_length(ws[mask], we[mask])
+    def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return sorted_runs(ws[mask], we[mask])
 
-    is_comm, is_kernel = wc == COMM_CODE, wc != MEMOP
-    comm, compute = union(is_comm), union(is_kernel & ~is_comm & (wc != NULL_CODE))
-    kernel_union, active = union(is_kernel), union(np.ones(wc.size, dtype=bool))
-    gemm_attn = np.isin(wc, GEMM_ATTN_CODES)
-    comm_gemm_attn = comm + union(gemm_attn) - union(is_comm | gemm_attn)  # |C ∩ G|, exact
-    hidden = hidden_ns(comm, compute, kernel_union)
+    def length(r: tuple[np.ndarray, np.ndarray]) -> int:
+        return int((r[1].view(np.uint64) - r[0].view(np.uint64)).sum(dtype=np.uint64))
+
+    is_comm = wc == COMM_CODE
+    compute_mask = (wc != MEMOP) & ~is_comm & (wc != NULL_CODE)
+    c_runs, k_runs = runs(is_comm), runs(compute_mask)
+    g_runs = runs(np.isin(wc, GEMM_ATTN_CODES))
+    comm, compute, active = length(c_runs), length(k_runs), length(runs(np.ones(wc.size, bool)))
+    hidden = overlap_length(k_runs, c_runs)  # |C ∩ K| = |C| + |K| − |C ∪ K|
     span = _span((s, ms), (e, me))
     gpu = {
         "kernels": s.size - whole,
@@ -144,10 +147,8 @@ def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.
         "hidden_ns": hidden,
         "exposed_ns": comm - hidden,
         "hidden_pct": hidden_pct(hidden, comm),
-        "comm_gemm_attn_ns": comm_gemm_attn,
+        "comm_gemm_attn_ns": overlap_length(g_runs, c_runs),
     }
-    by_class = by_group(wc)
-    unions = grouped_union_lengths(wc[by_class], ws[by_class], we[by_class], MEMOP + 1)
     counts = np.bincount(code, minlength=MEMOP + 1)
     rows = []
     for i, klass in enumerate(CLASSES):
@@ -155,8 +156,9 @@ def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.
             continue  # listed only where whole-graph rows ran
         mine = code == i
         total = int((e[mine] - s[mine]).sum())
+        union = comm if i == COMM_CODE else length(runs(wc == i)) if counts[i] else 0
         rows.append({"class": klass, "count": int(counts[i]), "sum_ns": total,
-                     "union_ns": int(unions[i])})  # fmt: skip
+                     "union_ns": union})  # fmt: skip
     return gpu, rows
 
 
