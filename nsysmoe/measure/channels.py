@@ -196,11 +196,14 @@ def _sum_by(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 def _channel_codes(kernels: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """pid, device, start, end, class ``code`` and ``ch`` (index of the channel in the returned
     list of every channel present; −1 unless communication), in table order."""
-    kernels = _with_channel(kernels)
-    channels = sorted(_present(kernels))
-    ch = pl.col("channel").cast(pl.Enum(channels)).to_physical().cast(pl.Int64).fill_null(-1)
-    narrow = kernels.select("pid", "device", "start", "end", class_code(), ch.alias("ch"))
-    return narrow, channels
+    channel = pl.col("channel") if "channel" in kernels.columns else pl.lit(None, pl.String)
+    narrow = kernels.select("pid", "device", "start", "end", class_code(),
+                            channel.fill_null("other").alias("channel"))  # fmt: skip
+    comm = pl.col("code") == COMM_CODE
+    channels = sorted(narrow.filter(comm)["channel"].unique().to_list())
+    ch = pl.when(comm).then(pl.col("channel").cast(pl.Enum(channels), strict=False)
+                            .to_physical().cast(pl.Int64)).otherwise(-1)  # fmt: skip
+    return narrow.with_columns(ch.alias("ch")).drop("channel"), channels
 
 
 def _sweep_arrays(s: np.ndarray, e: np.ndarray, code: np.ndarray, ch: np.ndarray,
