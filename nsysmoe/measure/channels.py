@@ -12,9 +12,10 @@ every kernel that is not communication, G = GEMM ∪ attention kernels, O = ever
   that run concurrently are not each charged for the same exposed nanosecond (the sum over
   channels is at most the GPU's ``exposed_ns``; the union of the channels is its ``comm_ns``)
 
-How (:func:`sweep`): per GPU, each channel's intervals are merged once; their overlap with the
-compute and GEMM/attention unions comes from prefix sums of those unions, and the time only one
-channel covers from one sweep over the merged intervals. Nothing loops per channel, so the same
+How (:func:`sweep_sorted`): per GPU, the kernels are put in start order once; each channel's
+intervals are merged from that order, their overlap with the compute and GEMM/attention unions
+comes from prefix sums of those unions, and the time only one channel covers from one sweep over
+the merged intervals. Nothing loops per channel, so the same
 code measures hundreds of phases (:mod:`nsysmoe.measure.phases`). Iteration windows are bins
 (rows are first clipped to the windows they meet), so all iterations come from the same sorts.
 """
@@ -24,11 +25,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from nsysmoe.classify import COMPUTE_GEMM_ATTN
 from nsysmoe.intervals import by_group, grouped_runs, sorted_runs, start_order
 from nsysmoe.measure.iterations import assign_rows
 from nsysmoe.measure.overlap import (
-    COMM,
     COMM_CODE,
     GEMM_ATTN_CODES,
     NULL_CODE,
@@ -61,7 +60,6 @@ CHANNEL_SCHEMA: dict[str, pl.DataType] = {"pid": pl.Int64, "device": pl.Int64,
                                           "channel": pl.String, **_TYPES}  # fmt: skip
 STEP_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"step": pl.Int64, "channel": pl.String, **_TYPES}
 TOTAL_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"channel": pl.String, **_TYPES}
-K, G = 0, 1  # category indices; channel i is category 2 + i
 
 
 def channel_rank(channel: pl.Expr) -> pl.Expr:
@@ -82,20 +80,6 @@ def _finish(df: pl.DataFrame, keys: list[str], schema: dict[str, pl.DataType]) -
     )
 
 
-def _categories(kernels: pl.DataFrame, channels: list[str]) -> pl.DataFrame:
-    """start, end, cat rows: compute kernels as K, GEMM/attention again as G, comm as 2+i."""
-    is_comm = pl.col("class") == COMM
-    index = pl.col("channel").replace_strict(channels, range(2, 2 + len(channels)),
-                                             return_dtype=pl.Int64)  # fmt: skip
-    cols = [c for c in ("window", "start", "end") if c in kernels.columns]
-    return pl.concat([
-        kernels.filter(~is_comm).select(*cols, pl.lit(K, pl.Int64).alias("cat")),
-        kernels.filter(pl.col("class").is_in(COMPUTE_GEMM_ATTN))
-        .select(*cols, pl.lit(G, pl.Int64).alias("cat")),
-        kernels.filter(is_comm).select(*cols, index.cast(pl.Int64).alias("cat")),
-    ])  # fmt: skip
-
-
 def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """|U ∩ (−∞, t)| for each t, U the disjoint sorted intervals (starts, ends): prefix sums."""
     if starts.size == 0:
@@ -113,33 +97,16 @@ def _union_runs(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sorted_runs(s[keep], e[keep])
 
 
-def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndarray]:
-    """Per (bin, channel) sums: ``comm_ns``, ``hidden_ns``, ``comm_gemm_attn_ns``,
-    ``exposed_only_ns`` (arrays of shape n_bins × n_channels).
-
-    ``rows``: start, end, cat and (with n_bins > 1) ``window``, the bin of each row; rows of
-    different bins must not overlap in time (clipped to disjoint windows). See
-    :func:`sweep_sorted`, which this orders the rows for.
-    """
-    if rows.is_empty() or n_channels == 0:
-        none = np.zeros(0, dtype=np.int64)
-        return sweep_sorted(none, none, none, none > 0, none > 0, n_channels, n_bins)
-    s, e = rows["start"].to_numpy(), rows["end"].to_numpy()
-    cat = rows["cat"].to_numpy()
-    bins = rows["window"].to_numpy() if "window" in rows.columns else np.zeros(len(rows), np.int64)
-    order = start_order(s)
-    s, e, cat, bins = s[order], e[order], cat[order], bins[order]
-    return sweep_sorted(s, e, np.where(cat >= 2, bins * n_channels + cat - 2, -1), cat == K,
-                        cat == G, n_channels, n_bins)  # fmt: skip
-
-
 Sums = dict[str, np.ndarray]
 
 
 def sweep_sorted(s: np.ndarray, e: np.ndarray, code: np.ndarray, is_k: np.ndarray,
                  is_g: np.ndarray, n_channels: int, n_bins: int) -> Sums:  # fmt: skip
-    """:func:`sweep` on rows in start order: ``code`` = bin × n_channels + channel of a
-    communication row (−1 otherwise), ``is_k``: compute rows, ``is_g``: GEMM/attention rows.
+    """Per (bin, channel) sums: ``comm_ns``, ``hidden_ns``, ``comm_gemm_attn_ns``,
+    ``exposed_only_ns`` (arrays of shape n_bins × n_channels), from rows in start order:
+    ``code`` = bin × n_channels + channel of a communication row (−1 otherwise), ``is_k``:
+    compute rows, ``is_g``: GEMM/attention rows. Rows of different bins must not overlap in
+    time (clipped to disjoint windows).
 
     The cost does not grow with the number of channels: each (bin, channel)'s intervals are
     merged once from the one start order (a stable sort by code keeps it within a code), their
@@ -217,20 +184,6 @@ def _sweep_arrays(s: np.ndarray, e: np.ndarray, code: np.ndarray, ch: np.ndarray
     group = ch if bins is None else bins[order] * n_channels + ch
     return sweep_sorted(s, e, np.where(comm, group, -1), ~comm & (code != NULL_CODE),
                         np.isin(code, GEMM_ATTN_CODES), n_channels, n_bins)  # fmt: skip
-
-
-def _present(kernels: pl.DataFrame) -> list[str]:
-    comm = kernels.filter(pl.col("class") == COMM)
-    return comm.select(pl.col("channel").fill_null("other").unique())["channel"].to_list()
-
-
-def _with_channel(kernels: pl.DataFrame) -> pl.DataFrame:
-    if "channel" not in kernels.columns:  # classified before channels existed: one channel
-        kernels = kernels.with_columns(pl.lit(None, pl.String).alias("channel"))
-    comm = pl.col("class") == COMM
-    return kernels.with_columns(
-        pl.when(comm).then(pl.col("channel").fill_null("other")).alias("channel")
-    )
 
 
 def channel_table(kernels: pl.DataFrame, window: Window | None = None) -> pl.DataFrame:
