@@ -277,9 +277,10 @@ def classify(
             f"no column {name_col!r} to classify (columns: {', '.join(df.columns)}); pass name_col="
         )
     names = df.get_column(name_col).cast(pl.String)
-    index = _rule_index(names, rules)
+    unique, ids = _name_ids(names)
+    index = _rule_index(unique, ids, rules)
     if runtime is not None and nvtx is not None:
-        _apply_nvtx_rules(df, names, rules, index, runtime, nvtx)
+        _apply_nvtx_rules(df, unique, ids, rules, index, runtime, nvtx)
     last = len(rules.rules)  # index -1 (no rule): the unclassified entry after the rules
     at = pl.Series(np.where(index < 0, last, index), dtype=pl.UInt32)
     klass = pl.Series([r.klass for r in rules.rules] + [UNCLASSIFIED[0]], dtype=pl.String)
@@ -299,55 +300,78 @@ def classify(
     )
 
 
-def _rule_index(names: pl.Series, rules: RuleSet) -> np.ndarray:
+def _name_ids(names: pl.Series) -> tuple[pl.Series, np.ndarray]:
+    """The distinct non-null names (first-seen order) and each row's index among them (−1:
+    null): every rule then runs once per distinct name, and rows read the result by index."""
+    unique = names.drop_nulls().unique(maintain_order=True)
+    at = pl.Series(np.arange(len(unique), dtype=np.int32))
+    ids = names.replace_strict(unique, at, default=-1, return_dtype=pl.Int32)
+    return unique, ids.fill_null(-1).to_numpy()
+
+
+def _rule_index(unique: pl.Series, ids: np.ndarray, rules: RuleSet) -> np.ndarray:
     """Per row, the first name-only rule matching its name (-1: none), matched once per name."""
     plain = np.array([i for i, r in enumerate(rules.rules) if not r.nvtx], dtype=np.int32)
-    unique = names.drop_nulls().unique(maintain_order=True)
     local = first_match(unique, tuple(rules.rules[i] for i in plain))
     hit = np.where(local >= 0, plain[np.maximum(local, 0)] if plain.size else -1, -1)
-    mapped = names.replace_strict(unique, pl.Series(hit, dtype=pl.Int32), default=-1)
-    return mapped.fill_null(-1).cast(pl.Int32).to_numpy().copy()
+    return np.append(hit, -1).astype(np.int32)[ids]  # ids −1 (null) reads the appended −1
 
 
 def _apply_nvtx_rules(
     df: pl.DataFrame,
-    names: pl.Series,
+    unique: pl.Series,
+    ids: np.ndarray,
     rules: RuleSet,
     index: np.ndarray,
     runtime: pl.DataFrame,
     nvtx: pl.DataFrame,
 ) -> None:
     """Lower ``index`` to rule j where rule j has an ``nvtx`` key, precedes the row's rule, and
-    matches: its pattern in the name and its nvtx pattern in a range around the launch."""
+    matches: its pattern in the name (searched once per distinct name) and its nvtx pattern in
+    a range around the launch (ranges found once per nvtx pattern)."""
+    named: dict[str, pl.DataFrame] = {}
     for j, rule in enumerate(rules.rules):
         if not rule.nvtx:
             continue
-        open_ = np.flatnonzero((index < 0) | (index > j))
-        if open_.size == 0:
-            continue
-        candidates = open_[rule.search(names.gather(open_)).fill_null(False).to_numpy()]
+        hit = np.append(rule.search(unique).fill_null(False).to_numpy(), False)[ids]
+        candidates = np.flatnonzero(hit & ((index < 0) | (index > j)))
         if candidates.size == 0:
             continue
-        inside = launched_inside(df[candidates], runtime, nvtx, rule.nvtx)
+        if rule.nvtx not in named:
+            named[rule.nvtx] = _named_ranges(nvtx, rule.nvtx)
+        if named[rule.nvtx].is_empty():
+            continue
+        inside = launched_inside(df[candidates], runtime, nvtx, rule.nvtx, named[rule.nvtx])
         index[candidates[inside]] = j
 
 
+def _named_ranges(nvtx: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """Same-thread NVTX ranges whose name contains ``pattern``."""
+    return nvtx.filter(
+        ~pl.col("cross_thread").fill_null(False), pl.col("name").str.contains(pattern)
+    )
+
+
 def launched_inside(
-    rows: pl.DataFrame, runtime: pl.DataFrame, nvtx: pl.DataFrame, pattern: str
+    rows: pl.DataFrame,
+    runtime: pl.DataFrame,
+    nvtx: pl.DataFrame,
+    pattern: str,
+    named: pl.DataFrame | None = None,
 ) -> np.ndarray:
     """Whether each row's launching call (same ``pid``/``corr_id``) lies, on its thread, inside
-    an NVTX range whose name contains ``pattern``."""
+    an NVTX range whose name contains ``pattern`` (``named``: those ranges, if found already)."""
     inside = np.zeros(len(rows), dtype=bool)
+    named = _named_ranges(nvtx, pattern) if named is None else named
+    if named.is_empty() or rows.is_empty():
+        return inside
     calls = (
         rows.select("pid", "corr_id")
         .with_row_index("row")
         .join(runtime.select("pid", "corr_id", "tid", "start", "end"), on=["pid", "corr_id"])
         .with_row_index("call_id")
     )
-    named = nvtx.filter(
-        ~pl.col("cross_thread").fill_null(False), pl.col("name").str.contains(pattern)
-    )
-    if calls.is_empty() or named.is_empty():
+    if calls.is_empty():
         return inside
     ranges = named.select("tid", "start", "end").with_row_index("range_id")
     pairs = enclosing_pairs(ranges, calls)

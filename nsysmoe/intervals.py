@@ -239,3 +239,131 @@ def grouped_union_length(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
         .group_by(by, maintain_order=True)
         .agg(pl.col("union_ns").sum().cast(pl.Int64))
     )
+
+
+# --- unions from one start order ------------------------------------------------------------
+# An export's kernels come sorted by start, so one stable argsort per GPU is nearly free (a run
+# check), and every union the analysis needs (a class, a channel, an iteration, all work) is a
+# mask or a small-integer stable sort of that order: no new pair of sorts per subset.
+
+
+def start_order(starts: Int64Array) -> NDArray[np.intp]:
+    """Row order by start, ties in row order; linear time on the already sorted input of an
+    export (timsort finds the runs)."""
+    return np.argsort(starts, kind="stable")
+
+
+def by_group(codes: NDArray[np.integer[Any]]) -> NDArray[np.intp]:
+    """Stable order by small non-negative group codes: applied to rows in start order, rows
+    come out sorted by (group, start). Codes below 2**15 take numpy's linear radix sort."""
+    if codes.size and int(codes.max()) < (1 << 15) and int(codes.min()) >= 0:
+        codes = codes.astype(np.int16, copy=False)
+    return np.argsort(codes, kind="stable")
+
+
+def grouped_runs(
+    group: NDArray[np.integer[Any]], starts: Int64Array, ends: Int64Array
+) -> tuple[NDArray[np.integer[Any]], Int64Array, Int64Array]:
+    """Per group, the union of its intervals as disjoint, non-touching runs (group, start, end),
+    for rows already sorted by (group, start); empty and inverted rows cover nothing.
+
+    One pass: a row opens a run when it starts after every earlier end of its group. That
+    running maximum is segmented without a Python loop by lifting each group's times onto
+    its own stretch of one uint64 axis (offset by the extents of the groups before it), so a
+    plain cumulative maximum never carries an end from one group into the next.
+    """
+    keep = ends > starts
+    group, s, e = group[keep], starts[keep], ends[keep]
+    if s.size == 0:
+        return group, s, e
+    first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    reach = np.maximum.accumulate(e)
+    if np.all(reach[first[1:] - 1] <= s[first[1:]]):
+        # groups follow one another in time (iteration windows): a plain running maximum
+        # carries no end of one group past the next group's first start
+        opens = np.empty(s.size, dtype=bool)
+        opens[:1] = True
+        np.greater(s[1:], reach[:-1], out=opens[1:])
+        opens[first] = True
+        at = np.flatnonzero(opens)
+        return group[at], s[at], reach[np.append(at[1:], s.size) - 1]
+    counts = np.diff(np.append(first, s.size))
+    base = np.repeat(s[first], counts).view(np.uint64)  # the group's first (lowest) start
+    rel_s = s.view(np.uint64) - base  # exact: s >= base, so the difference is in [0, 2**64)
+    rel_e = e.view(np.uint64) - base
+    extent = np.maximum.reduceat(rel_e, first)
+    if float(extent.astype(np.float64).sum()) < 2.0**62:
+        offset = np.repeat(np.cumsum(extent) - extent, counts)
+        opens = _opens(rel_s + offset, rel_e + offset)
+    else:  # extents near the int64 range: one group at a time (never on real traces)
+        opens = np.concatenate([_opens(rel_s[a:a + n], rel_e[a:a + n])
+                                for a, n in zip(first.tolist(), counts.tolist(), strict=True)])
+    opens[first] = True  # a group's first row opens a run whatever came before
+    at = np.flatnonzero(opens)
+    return group[at], s[at], np.maximum.reduceat(e, at)
+
+
+def _opens(s: NDArray[np.uint64], e: NDArray[np.uint64]) -> BoolArray:
+    """Rows (sorted by s, ends after starts) that start after every earlier row's end."""
+    opens = np.empty(s.size, dtype=bool)
+    opens[:1] = True
+    np.greater(s[1:], np.maximum.accumulate(e)[:-1], out=opens[1:])
+    return opens
+
+
+def sorted_union_length(starts: Int64Array, ends: Int64Array) -> int:
+    """|⋃ intervals| for rows sorted by start (exact Python int): a row opens a run when it
+    starts after every earlier end; the run ends at the largest end before the next opens."""
+    keep = ends > starts
+    s, e = starts[keep], ends[keep]
+    if s.size == 0:
+        return 0
+    at = np.flatnonzero(_opens(s, e))
+    return _total_span(s[at], np.maximum.reduceat(e, at))
+
+
+def grouped_union_lengths(
+    group: NDArray[np.integer[Any]], starts: Int64Array, ends: Int64Array, n_groups: int
+) -> Int64Array:
+    """|⋃ intervals| of each group 0..n_groups-1 (0 where none), rows sorted by (group, start).
+
+    Exact while a group's union fits int64 (always, for nanosecond timelines)."""
+    g, s, e = grouped_runs(group, starts, ends)
+    out = np.zeros(n_groups, dtype=np.int64)
+    if g.size:
+        first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+        widths = e.view(np.uint64) - s.view(np.uint64)
+        out[g[first]] = np.add.reduceat(widths, first).view(np.int64)
+    return out
+
+
+def sorted_runs(starts: Int64Array, ends: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """The union of non-empty rows (ends > starts) sorted by start, as disjoint sorted runs."""
+    if starts.size == 0:
+        return starts, ends
+    reach = np.maximum.accumulate(ends)
+    opens = np.empty(starts.size, dtype=bool)
+    opens[:1] = True
+    np.greater(starts[1:], reach[:-1], out=opens[1:])
+    at = np.flatnonzero(opens)
+    return starts[at], reach[np.append(at[1:], starts.size) - 1]
+
+
+def covered_before(starts: Int64Array, ends: Int64Array, t: Int64Array) -> NDArray[np.uint64]:
+    """|U ∩ (−∞, t)| for each t, U the disjoint sorted runs (starts, ends): prefix sums, in
+    uint64 so that differences of two such values are exact for any int64 coordinates."""
+    if starts.size == 0:
+        return np.zeros(t.shape, dtype=np.uint64)
+    widths = ends.view(np.uint64) - starts.view(np.uint64)
+    cum = np.concatenate((np.zeros(1, np.uint64), np.cumsum(widths, dtype=np.uint64)))
+    j = np.searchsorted(starts, t, side="right")  # runs starting at or before t
+    k = np.maximum(j - 1, 0)
+    part = np.minimum(t, ends[k]).view(np.uint64) - starts[k].view(np.uint64)
+    return np.where(j > 0, cum[k] + part, np.uint64(0))
+
+
+def overlap_length(a: tuple[Int64Array, Int64Array], b: tuple[Int64Array, Int64Array]) -> int:
+    """|A ∩ B| of two disjoint sorted run sets (as :func:`sorted_runs` gives): A's coverage
+    inside each run of B, by prefix sums; no merge of the two."""
+    inside = covered_before(*a, b[1]) - covered_before(*a, b[0])
+    return int(inside.sum(dtype=np.uint64))

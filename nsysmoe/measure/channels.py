@@ -12,9 +12,10 @@ every kernel that is not communication, G = GEMM ∪ attention kernels, O = ever
   that run concurrently are not each charged for the same exposed nanosecond (the sum over
   channels is at most the GPU's ``exposed_ns``; the union of the channels is its ``comm_ns``)
 
-How (:func:`sweep`): per GPU, each channel's intervals are merged once; their overlap with the
-compute and GEMM/attention unions comes from prefix sums of those unions, and the time only one
-channel covers from one sweep over the merged intervals. Nothing loops per channel, so the same
+How (:func:`sweep_sorted`): per GPU, the kernels are put in start order once; each channel's
+intervals are merged from that order, their overlap with the compute and GEMM/attention unions
+comes from prefix sums of those unions, and the time only one channel covers from one sweep over
+the merged intervals. Nothing loops per channel, so the same
 code measures hundreds of phases (:mod:`nsysmoe.measure.phases`). Iteration windows are bins
 (rows are first clipped to the windows they meet), so all iterations come from the same sorts.
 """
@@ -24,10 +25,17 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from nsysmoe.classify import COMPUTE_GEMM_ATTN
-from nsysmoe.intervals import IntervalSet
-from nsysmoe.measure.iterations import assign
-from nsysmoe.measure.overlap import COMM, hidden_pct_expr
+from nsysmoe.intervals import by_group, grouped_runs, sorted_runs, start_order
+from nsysmoe.measure.iterations import assign_rows
+from nsysmoe.measure.overlap import (
+    COMM_CODE,
+    GEMM_ATTN_CODES,
+    NULL_CODE,
+    by_gpu,
+    class_code,
+    gpu_keys,
+    hidden_pct_expr,
+)
 from nsysmoe.model import WHOLE_TRACE, Window
 
 #: Report order of the channel vocabulary; a user's own channel names follow, sorted.
@@ -52,7 +60,6 @@ CHANNEL_SCHEMA: dict[str, pl.DataType] = {"pid": pl.Int64, "device": pl.Int64,
                                           "channel": pl.String, **_TYPES}  # fmt: skip
 STEP_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"step": pl.Int64, "channel": pl.String, **_TYPES}
 TOTAL_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"channel": pl.String, **_TYPES}
-K, G = 0, 1  # category indices; channel i is category 2 + i
 
 
 def channel_rank(channel: pl.Expr) -> pl.Expr:
@@ -73,37 +80,6 @@ def _finish(df: pl.DataFrame, keys: list[str], schema: dict[str, pl.DataType]) -
     )
 
 
-def _categories(kernels: pl.DataFrame, channels: list[str]) -> pl.DataFrame:
-    """start, end, cat rows: compute kernels as K, GEMM/attention again as G, comm as 2+i."""
-    is_comm = pl.col("class") == COMM
-    index = pl.col("channel").replace_strict(channels, range(2, 2 + len(channels)),
-                                             return_dtype=pl.Int64)  # fmt: skip
-    cols = [c for c in ("window", "start", "end") if c in kernels.columns]
-    return pl.concat([
-        kernels.filter(~is_comm).select(*cols, pl.lit(K, pl.Int64).alias("cat")),
-        kernels.filter(pl.col("class").is_in(COMPUTE_GEMM_ATTN))
-        .select(*cols, pl.lit(G, pl.Int64).alias("cat")),
-        kernels.filter(is_comm).select(*cols, index.cast(pl.Int64).alias("cat")),
-    ])  # fmt: skip
-
-
-def _merged(group: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per group, the union of its intervals as disjoint, non-touching ones (group, start, end),
-    sorted by group then time: within a group starts and ends are sorted independently, as in
-    :meth:`nsysmoe.intervals.IntervalSet.from_arrays`."""
-    keep = e > s
-    group, s, e = group[keep], s[keep], e[keep]
-    if s.size == 0:
-        return group, s, e
-    by_start, by_end = np.lexsort((s, group)), np.lexsort((e, group))
-    g, s, e = group[by_start], s[by_start], e[by_end]  # each group has as many ends as starts
-    opens = np.empty(s.size, dtype=bool)
-    opens[0] = True
-    opens[1:] = (g[1:] != g[:-1]) | (s[1:] > e[:-1])
-    closes = np.append(opens[1:], True)
-    return g[opens], s[opens], e[closes]
-
-
 def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """|U ∩ (−∞, t)| for each t, U the disjoint sorted intervals (starts, ends): prefix sums."""
     if starts.size == 0:
@@ -115,37 +91,44 @@ def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.n
     return np.where(j > 0, cum[k] + part, 0)
 
 
-def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndarray]:
-    """Per (bin, channel) sums: ``comm_ns``, ``hidden_ns``, ``comm_gemm_attn_ns``,
-    ``exposed_only_ns`` (arrays of shape n_bins × n_channels).
+def _union_runs(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of rows sorted by start as disjoint sorted runs."""
+    keep = e > s
+    return sorted_runs(s[keep], e[keep])
 
-    ``rows``: start, end, cat and (with n_bins > 1) ``window``, the bin of each row; rows of
-    different bins must not overlap in time (clipped to disjoint windows). The cost does not
-    grow with the number of channels: each (bin, channel)'s intervals are merged once, their
+
+Sums = dict[str, np.ndarray]
+
+
+def sweep_sorted(s: np.ndarray, e: np.ndarray, code: np.ndarray, is_k: np.ndarray,
+                 is_g: np.ndarray, n_channels: int, n_bins: int) -> Sums:  # fmt: skip
+    """Per (bin, channel) sums: ``comm_ns``, ``hidden_ns``, ``comm_gemm_attn_ns``,
+    ``exposed_only_ns`` (arrays of shape n_bins × n_channels), from rows in start order:
+    ``code`` = bin × n_channels + channel of a communication row (−1 otherwise), ``is_k``:
+    compute rows, ``is_g``: GEMM/attention rows. Rows of different bins must not overlap in
+    time (clipped to disjoint windows).
+
+    The cost does not grow with the number of channels: each (bin, channel)'s intervals are
+    merged once from the one start order (a stable sort by code keeps it within a code), their
     overlap with the compute and GEMM/attention unions comes from prefix sums, and the time
     only one channel covers from one sweep whose running sum of channel codes names it.
     """
     shape = (n_bins, n_channels)
     out = {k: np.zeros(shape, dtype=np.int64) for k in SUMS if k != "count"}
-    if rows.is_empty() or n_channels == 0:
+    comm = code >= 0
+    if not comm.any() or n_channels == 0:
         return out
-    s, e = rows["start"].to_numpy(), rows["end"].to_numpy()
-    cat = rows["cat"].to_numpy()
-    bins = rows["window"].to_numpy() if "window" in rows.columns else np.zeros(len(rows), np.int64)
-    zero = np.zeros(0, dtype=np.int64)
-    k_set = IntervalSet.from_arrays(s[cat == K], e[cat == K]) if (cat == K).any() else None
-    g_set = IntervalSet.from_arrays(s[cat == G], e[cat == G]) if (cat == G).any() else None
-    ks, ke = (k_set.starts, k_set.ends) if k_set is not None else (zero, zero)
-    gs, ge = (g_set.starts, g_set.ends) if g_set is not None else (zero, zero)
-    comm = cat >= 2
-    code = bins[comm] * n_channels + (cat[comm] - 2)  # one group per (bin, channel)
-    c, ms, me = _merged(code, s[comm], e[comm])
+    ks, ke = _union_runs(s[is_k], e[is_k])
+    gs, ge = _union_runs(s[is_g], e[is_g])
+    cs, ce, cc = s[comm], e[comm], code[comm]
+    by_code = by_group(cc)
+    c, ms, me = grouped_runs(cc[by_code], cs[by_code], ce[by_code])
     if c.size == 0:
         return out
     size = n_bins * n_channels
 
     def per_code(values: np.ndarray, codes: np.ndarray = c) -> np.ndarray:
-        return np.bincount(codes, weights=values, minlength=size).astype(np.int64).reshape(shape)
+        return _sum_by(codes, values, size).reshape(shape)
 
     out["comm_ns"] = per_code(me - ms)
     out["hidden_ns"] = per_code(_covered_before(ks, ke, me) - _covered_before(ks, ke, ms))
@@ -154,7 +137,7 @@ def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndar
     # time covered by exactly one (bin, channel) group: the running code sum names it
     t = np.concatenate([ms, me])
     delta = np.concatenate([np.ones(c.size, np.int64), -np.ones(c.size, np.int64)])
-    codes = np.concatenate([c, c])
+    codes = np.concatenate([c, c]).astype(np.int64)
     order = np.argsort(t, kind="stable")
     t, delta, codes = t[order], delta[order], codes[order]
     active, named = np.cumsum(delta), np.cumsum(delta * codes)
@@ -166,33 +149,59 @@ def sweep(rows: pl.DataFrame, n_channels: int, n_bins: int) -> dict[str, np.ndar
     return out
 
 
-def _present(kernels: pl.DataFrame) -> list[str]:
-    comm = kernels.filter(pl.col("class") == COMM)
-    return comm.select(pl.col("channel").fill_null("other").unique())["channel"].to_list()
+def _sum_by(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per code 0..size-1 (bincount would add in float64)."""
+    order = by_group(codes)
+    codes, values = codes[order], values[order]
+    out = np.zeros(size, dtype=np.int64)
+    if codes.size:
+        first = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+        out[codes[first]] = np.add.reduceat(values.astype(np.int64), first)
+    return out
 
 
-def _with_channel(kernels: pl.DataFrame) -> pl.DataFrame:
-    if "channel" not in kernels.columns:  # classified before channels existed: one channel
-        kernels = kernels.with_columns(pl.lit(None, pl.String).alias("channel"))
-    comm = pl.col("class") == COMM
-    return kernels.with_columns(
-        pl.when(comm).then(pl.col("channel").fill_null("other")).alias("channel")
-    )
+def _channel_codes(kernels: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """pid, device, start, end, class ``code`` and ``ch`` (index of the channel in the returned
+    list of every channel present; −1 unless communication), in table order."""
+    channel = pl.col("channel") if "channel" in kernels.columns else pl.lit(None, pl.String)
+    narrow = kernels.select("pid", "device", "start", "end", class_code(),
+                            channel.fill_null("other").alias("channel"))  # fmt: skip
+    comm = pl.col("code") == COMM_CODE
+    channels = sorted(narrow.filter(comm)["channel"].unique().to_list())
+    ch = pl.when(comm).then(pl.col("channel").cast(pl.Enum(channels), strict=False)
+                            .to_physical().cast(pl.Int64)).otherwise(-1)  # fmt: skip
+    return narrow.with_columns(ch.alias("ch")).drop("channel"), channels
+
+
+def _sweep_arrays(s: np.ndarray, e: np.ndarray, code: np.ndarray, ch: np.ndarray,
+                  n_channels: int, bins: np.ndarray | None = None,
+                  n_bins: int = 1) -> dict[str, np.ndarray]:  # fmt: skip
+    """:func:`sweep_sorted` on one GPU's rows in any order (class ``code`` as
+    :func:`~nsysmoe.measure.overlap.class_code` gives, channel index ``ch``, bin ``bins``)."""
+    order = start_order(s)
+    s, e, code, ch = s[order], e[order], code[order], ch[order]
+    comm = code == COMM_CODE
+    group = ch if bins is None else bins[order] * n_channels + ch
+    return sweep_sorted(s, e, np.where(comm, group, -1), ~comm & (code != NULL_CODE),
+                        np.isin(code, GEMM_ATTN_CODES), n_channels, n_bins)  # fmt: skip
 
 
 def channel_table(kernels: pl.DataFrame, window: Window | None = None) -> pl.DataFrame:
     """Per (pid, device, channel) of every channel present (:data:`CHANNEL_SCHEMA`); kernels
     must carry ``class`` (and ``channel``). Python loops run per GPU and channel only."""
-    kernels = _with_channel((window or WHOLE_TRACE).select(kernels))
+    narrow, channels = _channel_codes(kernels)
+    narrow = (window or WHOLE_TRACE).select(narrow)
+    keys = gpu_keys(narrow)
     rows = []
-    for (pid, device), k in sorted(kernels.partition_by("pid", "device", as_dict=True).items()):
-        channels = _present(k)
-        if not channels:
+    for (pid, device), k in by_gpu(narrow, keys).items():
+        comm = k["code"] == COMM_CODE
+        counts = np.bincount(k["ch"][comm], minlength=len(channels))
+        if not comm.any():
             continue
-        sums = sweep(_categories(k, channels), len(channels), 1)
-        counts = dict(k.filter(pl.col("class") == COMM).group_by("channel").len().iter_rows())
-        for i, ch in enumerate(channels):
-            rows.append({"pid": pid, "device": device, "channel": ch, "count": counts[ch],
+        sums = _sweep_arrays(k["start"], k["end"], k["code"], k["ch"], len(channels))
+        for i in np.flatnonzero(counts).tolist():
+            rows.append({"pid": pid, "device": device, "channel": channels[i],
+                         "count": int(counts[i]),
                          **{name: int(a[0, i]) for name, a in sums.items()}})  # fmt: skip
     schema = {c: CHANNEL_SCHEMA[c] for c in ("pid", "device", "channel", *SUMS)}
     return _finish(pl.DataFrame(rows, schema=schema, orient="row"), ["pid", "device"],
@@ -204,29 +213,32 @@ def channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataF
     each process's iteration windows (pid, step, start_ns, end_ns), as the iteration table
     measures them (:func:`nsysmoe.measure.steps.process_windows`). A kernel crossing a window
     boundary counts in both windows, each with its part."""
-    kernels = _with_channel(kernels)
-    parts = []
+    narrow, channels = _channel_codes(kernels)
+    n_ch = len(channels)
+    keys = gpu_keys(narrow)
+    parts = by_gpu(narrow, keys)
+    frames = []
     for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
         w = w.sort("start_ns")
         lo, hi = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
-        of_pid = kernels.filter(pl.col("pid") == pid)
-        for k in of_pid.partition_by("device"):
-            clipped = assign(k.select("start", "end", "class", "channel"), lo, hi)
-            channels = _present(clipped)
-            if not channels:
+        steps = w["step"].to_numpy()
+        for key in [k for k in keys if k[0] == pid]:
+            k = parts[key]
+            rows, win, s, e = assign_rows(k["start"], k["end"], lo, hi)
+            code, ch = k["code"][rows], k["ch"][rows]
+            comm = code == COMM_CODE
+            if not comm.any() or n_ch == 0:
                 continue
-            sums = sweep(_categories(clipped, channels), len(channels), len(w))
-            counts = (clipped.filter(pl.col("class") == COMM).group_by("window", "channel").len()
-                      .rename({"len": "count"}))  # fmt: skip
-            for i, ch in enumerate(channels):
-                part = pl.DataFrame({"window": np.arange(len(w)), "step": w["step"],
-                                     "channel": [ch] * len(w),
-                                     **{n: a[:, i] for n, a in sums.items()}})  # fmt: skip
-                parts.append(part.join(counts, on=["window", "channel"], how="left"))
-    if not parts:
+            sums = _sweep_arrays(s, e, code, ch, n_ch, win, len(w))
+            counts = np.bincount(win[comm] * n_ch + ch[comm], minlength=len(w) * n_ch)
+            at = np.flatnonzero(counts)
+            names = [channels[i] for i in (at % n_ch).tolist()]
+            frames.append(pl.DataFrame({
+                "step": steps[at // n_ch], "channel": names, "count": counts[at],
+                **{n: a.reshape(-1)[at] for n, a in sums.items()}}))  # fmt: skip
+    if not frames:
         return pl.DataFrame(schema=STEP_CHANNEL_SCHEMA)
-    table = pl.concat(parts, how="diagonal_relaxed").with_columns(pl.col("count").fill_null(0))
-    table = table.group_by("step", "channel").agg(pl.col(*SUMS).sum())
+    table = pl.concat(frames).group_by("step", "channel").agg(pl.col(*SUMS).sum())
     return _finish(table.filter(pl.col("count") > 0), ["step"], STEP_CHANNEL_SCHEMA)
 
 

@@ -17,59 +17,104 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from nsysmoe.intervals import grouped_union_length
-from nsysmoe.measure.overlap import COMM, hidden_ns, hidden_pct_expr
+from nsysmoe.intervals import by_group, grouped_union_lengths, start_order
+from nsysmoe.measure.overlap import (
+    COMM_CODE,
+    MEMOP,
+    NULL_CODE,
+    Arrays,
+    by_gpu,
+    class_code,
+    gpu_keys,
+    hidden_ns,
+    hidden_pct_expr,
+)
 from nsysmoe.measure.steps import process_windows
 from nsysmoe.model import Window
 from nsysmoe.results import ITERATION_SCHEMA, Steps
 
-KEYS = ["window", "pid", "device"]
-COPY = "copy"
 
-
-def _work(kernels: pl.DataFrame, memops: pl.DataFrame) -> pl.DataFrame:
-    cols = ["pid", "device", "start", "end"]
-    return pl.concat([
-        kernels.select(*cols, pl.col("class").alias("kind")),
-        memops.select(*cols, pl.lit(COPY).alias("kind")),
-    ])  # fmt: skip
+def assign_rows(s: np.ndarray, e: np.ndarray, starts: np.ndarray,
+                ends: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """:func:`assign` on arrays: (row index, window, clipped start, clipped end) per piece."""
+    first = np.searchsorted(ends, s, side="right")  # first window ending after s
+    last = np.searchsorted(starts, np.maximum(e, s + 1), side="left") - 1  # last starting before e
+    count = np.clip(last - first + 1, 0, None)
+    if count.size and count.max() <= 1:  # no row crosses a window boundary: no repeats
+        rows = np.flatnonzero(count)
+        win = first[rows].astype(np.int64)
+    else:
+        rows = np.repeat(np.arange(s.size), count)
+        offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
+        win = (first[rows] + offset).astype(np.int64)
+    return rows, win, np.maximum(s[rows], starts[win]), np.minimum(e[rows], ends[win])
 
 
 def assign(work: pl.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pl.DataFrame:
     """Each row once per window it meets (windows sorted, starts and ends non-decreasing),
     clipped to it; a zero-length row belongs to the window its instant falls in."""
-    s, e = work["start"].to_numpy(), work["end"].to_numpy()
-    first = np.searchsorted(ends, s, side="right")  # first window ending after s
-    last = np.searchsorted(starts, np.maximum(e, s + 1), side="left") - 1  # last starting before e
-    count = np.clip(last - first + 1, 0, None)
-    rows = np.repeat(np.arange(len(work)), count)
-    offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
-    win = first[rows] + offset
+    rows, win, s, e = assign_rows(work["start"].to_numpy(), work["end"].to_numpy(), starts, ends)
     return work[rows].with_columns(
-        pl.Series("window", win, dtype=pl.Int64),
-        pl.Series("start", np.maximum(s[rows], starts[win])),
-        pl.Series("end", np.minimum(e[rows], ends[win])),
+        pl.Series("window", win, dtype=pl.Int64), pl.Series("start", s), pl.Series("end", e)
     )
 
 
-def _measure(rows: pl.DataFrame, lengths: np.ndarray) -> pl.DataFrame:
-    """comm/hidden/idle per window, all GPUs of the window together."""
-    is_comm, is_copy = pl.col("kind") == COMM, pl.col("kind") == COPY
-    parts = {
-        "comm_ns": grouped_union_length(rows.filter(is_comm), KEYS),
-        "compute_ns": grouped_union_length(rows.filter(~is_comm & ~is_copy), KEYS),
-        "kernel_ns": grouped_union_length(rows.filter(~is_copy), KEYS),
-        "active_ns": grouped_union_length(rows, KEYS),
-    }
-    spans = pl.DataFrame({"window": np.arange(len(lengths), dtype=np.int64), "span": lengths})
-    per_gpu = rows.select(KEYS).unique().join(spans, on="window")
-    for name, part in parts.items():
-        per_gpu = per_gpu.join(part.rename({"union_ns": name}), on=KEYS, how="left")
-    per_gpu = per_gpu.fill_null(0).with_columns(
-        hidden_ns(pl.col("comm_ns"), pl.col("compute_ns"), pl.col("kernel_ns")).alias("hidden_ns"),
-        (pl.col("span") - pl.col("active_ns")).alias("idle_ns"),
-    )
-    return per_gpu.group_by("window").agg(pl.col("comm_ns", "hidden_ns", "idle_ns").sum())
+def _gpu_windows(gpu: Arrays, ops: Arrays | None, lo: np.ndarray,
+                 hi: np.ndarray) -> np.ndarray:  # fmt: skip
+    """comm, hidden and idle ns of one GPU per window (3 × windows), from one start order of its
+    kernels and copies clipped to the windows: every union is a mask of it, grouped by window."""
+    none = np.zeros(0, dtype=np.int64)
+    ms, me = (ops["start"], ops["end"]) if ops else (none, none)
+    s, e = np.concatenate((gpu["start"], ms)), np.concatenate((gpu["end"], me))
+    code = np.concatenate((gpu["code"].astype(np.int8), np.full(ms.size, MEMOP, np.int8)))
+    rows, win, s, e = assign_rows(s, e, lo, hi)
+    code, n = code[rows], lo.size
+    present = np.bincount(win, minlength=n) > 0  # a window with any row of the GPU, even empty
+    keep = e > s
+    win, s, e, code = win[keep], s[keep], e[keep], code[keep]
+    order = start_order(s)
+    order = order[by_group(win[order])]
+    win, s, e, code = win[order], s[order], e[order], code[order]
+
+    def union(mask: np.ndarray) -> np.ndarray:
+        return grouped_union_lengths(win[mask], s[mask], e[mask], n)
+
+    is_comm, is_kernel = code == COMM_CODE, (code != MEMOP) & (code != NULL_CODE)
+    comm = union(is_comm)
+    hidden = hidden_ns(comm, union(is_kernel & ~is_comm), union(is_kernel))
+    idle = np.where(present, (hi - lo) - union(np.ones(s.size, dtype=bool)), 0)
+    return np.stack((comm, hidden, idle))
+
+
+def _process_metrics(gpus: list[tuple[Arrays, Arrays | None]], lo: np.ndarray,
+                     hi: np.ndarray) -> pl.DataFrame:  # fmt: skip
+    """Per window index: comm_ns, hidden_ns, idle_ns summed over the process's GPUs."""
+    if np.all(np.diff(lo) >= 0) and np.all(np.diff(hi) >= 0):
+        sums = sum((_gpu_windows(k, m, lo, hi) for k, m in gpus), np.zeros((3, lo.size), np.int64))
+    else:  # pragma: no cover - one process's step windows are monotonic
+        sums = np.zeros((3, lo.size), np.int64)
+        for i in range(lo.size):
+            for k, m in gpus:
+                sums[:, i] += _gpu_windows(k, m, lo[i : i + 1], hi[i : i + 1])[:, 0]
+    return pl.DataFrame({"window": np.arange(lo.size, dtype=np.int64), "comm_ns": sums[0],
+                         "hidden_ns": sums[1], "idle_ns": sums[2]})  # fmt: skip
+
+
+def _narrow(kernels: pl.DataFrame, memops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return (kernels.select("pid", "device", "start", "end", class_code()),
+            memops.select("pid", "device", "start", "end"))  # fmt: skip
+
+
+def _gpus(k: pl.DataFrame, m: pl.DataFrame) -> dict[int, list[tuple[Arrays, Arrays | None]]]:
+    """Each process's GPUs (kernel and copy arrays), GPUs in sorted order."""
+    keys = gpu_keys(k, m)
+    k_parts, m_parts = by_gpu(k, keys), by_gpu(m, keys)
+    none = np.zeros(0, dtype=np.int64)
+    empty = {"start": none, "end": none, "code": none.astype(np.int8)}
+    out: dict[int, list[tuple[Arrays, Arrays | None]]] = {}
+    for key in keys:
+        out.setdefault(key[0], []).append((k_parts.get(key, empty), m_parts.get(key)))
+    return out
 
 
 def iteration_metrics(
@@ -77,19 +122,10 @@ def iteration_metrics(
 ) -> pl.DataFrame:
     """Per window index: comm_ns, hidden_ns, idle_ns (ns, summed over GPUs); kernels must carry
     ``class``. Windows that overlap out of order are measured one at a time."""
-    work = _work(kernels, memops)
     starts = np.array([w.start_ns for w in windows], dtype=np.int64)
     ends = np.array([w.end_ns for w in windows], dtype=np.int64)
-    if np.all(np.diff(starts) >= 0) and np.all(np.diff(ends) >= 0):
-        out = _measure(assign(work, starts, ends), ends - starts)
-    else:  # pragma: no cover - one process's step windows are monotonic
-        one = [(starts[i : i + 1], ends[i : i + 1]) for i in range(len(windows))]
-        out = pl.concat([
-            _measure(assign(work, s, e), e - s).with_columns(pl.lit(i, pl.Int64).alias("window"))
-            for i, (s, e) in enumerate(one)
-        ])  # fmt: skip
-    full = pl.DataFrame({"window": np.arange(len(windows), dtype=np.int64)})
-    return full.join(out, on="window", how="left").fill_null(0).sort("window")
+    gpus = [g for per_pid in _gpus(*_narrow(kernels, memops)).values() for g in per_pid]
+    return _process_metrics(gpus, starts, ends)
 
 
 def iteration_table(
@@ -104,10 +140,10 @@ def iteration_table(
     if windows.is_empty():
         return pl.DataFrame(schema=ITERATION_SCHEMA)
     parts = []
+    gpus = _gpus(*_narrow(kernels, memops))
     for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
-        spans = [Window(a, b) for a, b in w.select("start_ns", "end_ns").iter_rows()]
-        of_pid = pl.col("pid") == pid
-        metrics = iteration_metrics(kernels.filter(of_pid), memops.filter(of_pid), spans)
+        lo, hi = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        metrics = _process_metrics(gpus.get(pid, []), lo, hi)
         parts.append(pl.concat([w.select("step", "start_ns", "end_ns"), metrics.drop("window")],
                                how="horizontal"))  # fmt: skip
     period = steps.table.group_by("step").agg(pl.col("step_ns").median())

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+import numpy as np
 import polars as pl
 
 from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN, GRAPH
-from nsysmoe.intervals import IntervalSet
+from nsysmoe.intervals import overlap_length, sorted_runs, start_order
 from nsysmoe.model import WHOLE_TRACE, Window
 from nsysmoe.results import Totals
 
@@ -72,50 +73,121 @@ def totals(gpus: pl.DataFrame) -> Totals:
     return Totals(**s, hidden_pct=hidden_pct(s["hidden_ns"], s["comm_ns"]))
 
 
-def _iset(df: pl.DataFrame) -> IntervalSet:
-    return IntervalSet.from_arrays(df["start"].to_numpy(), df["end"].to_numpy())
+#: class codes: a kernel's class by its index in CLASSES, then any other class, a null class
+#: (neither communication nor compute, as a filter on ``class`` treats it), a memory op
+_OTHER, NULL_CODE, MEMOP = len(CLASSES), len(CLASSES) + 1, len(CLASSES) + 2
+COMM_CODE = CLASSES.index(COMM)
+GEMM_ATTN_CODES = [CLASSES.index(c) for c in COMPUTE_GEMM_ATTN]
+_FEW_GPUS = 32  # up to this many, a GPU's rows are found by a mask; beyond, by a partition
+Arrays = dict[str, np.ndarray]
+
+
+def class_code() -> pl.Expr:
+    """``code``: the class as an int8 code (index in :data:`CLASSES`; see ``_OTHER``...)."""
+    known = pl.col("class").cast(pl.Enum(CLASSES), strict=False).to_physical().cast(pl.Int8)
+    other = pl.when(pl.col("class").is_null()).then(NULL_CODE).otherwise(_OTHER)
+    return pl.coalesce(known, other).cast(pl.Int8).alias("code")
+
+
+def by_gpu(df: pl.DataFrame, keys: list[tuple[int, int]]) -> dict[tuple[int, int], Arrays]:
+    """Each GPU's columns of ``df`` as numpy arrays, rows in table order (a mask per GPU for the
+    usual few GPUs: cheaper than partitioning a million-row table)."""
+    if len(keys) > _FEW_GPUS:
+        parts = df.partition_by("pid", "device", as_dict=True, maintain_order=True)
+        return {key: {c: p[c].to_numpy() for c in p.columns}
+                for key, p in parts.items()}  # fmt: skip
+    cols = {c: df[c].to_numpy() for c in df.columns}
+    out = {}
+    for key in keys:
+        at = np.flatnonzero((cols["pid"] == key[0]) & (cols["device"] == key[1]))
+        out[key] = {c: a[at] for c, a in cols.items()}
+    return out
+
+
+def gpu_keys(*frames: pl.DataFrame) -> list[tuple[int, int]]:
+    """Sorted (pid, device) of every GPU with a row in any of the frames."""
+    both = pl.concat([f.select("pid", "device") for f in frames])
+    return sorted(both.group_by("pid", "device").len().select("pid", "device").iter_rows())
+
+
+Figures = tuple[dict[str, int | float | None], list[dict[str, object]]]
+
+
+def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.ndarray,
+             me: np.ndarray) -> Figures:  # fmt: skip
+    """The GPU's metrics and class rows from one start order of its kernels and memory ops:
+    every union is a mask (or a class grouping) of that order, not a new pair of sorts."""
+    ws, we = np.concatenate((s, ms)), np.concatenate((e, me))
+    wc = np.concatenate((code, np.full(ms.size, MEMOP, dtype=np.int8)))
+    order = start_order(ws)
+    ws, we, wc = ws[order], we[order], wc[order]
+    keep = we > ws
+    ws, we, wc = ws[keep], we[keep], wc[keep]
+
+    def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return sorted_runs(ws[mask], we[mask])
+
+    def length(r: tuple[np.ndarray, np.ndarray]) -> int:
+        return int((r[1].view(np.uint64) - r[0].view(np.uint64)).sum(dtype=np.uint64))
+
+    is_comm = wc == COMM_CODE
+    compute_mask = (wc != MEMOP) & ~is_comm & (wc != NULL_CODE)
+    c_runs, k_runs = runs(is_comm), runs(compute_mask)
+    g_runs = runs(np.isin(wc, GEMM_ATTN_CODES))
+    comm, compute, active = length(c_runs), length(k_runs), length(runs(np.ones(wc.size, bool)))
+    hidden = overlap_length(k_runs, c_runs)  # |C ∩ K| = |C| + |K| − |C ∪ K|
+    span = _span((s, ms), (e, me))
+    gpu = {
+        "kernels": s.size - whole,
+        "span_ns": span,
+        "active_ns": active,
+        "idle_ns": span - active,
+        "comm_ns": comm,
+        "compute_ns": compute,
+        "hidden_ns": hidden,
+        "exposed_ns": comm - hidden,
+        "hidden_pct": hidden_pct(hidden, comm),
+        "comm_gemm_attn_ns": overlap_length(g_runs, c_runs),
+    }
+    counts = np.bincount(code, minlength=MEMOP + 1)
+    rows = []
+    for i, klass in enumerate(CLASSES):
+        if klass == GRAPH and counts[i] == 0:
+            continue  # listed only where whole-graph rows ran
+        mine = code == i
+        total = int((e[mine] - s[mine]).sum())
+        union = comm if i == COMM_CODE else length(runs(wc == i)) if counts[i] else 0
+        rows.append({"class": klass, "count": int(counts[i]), "sum_ns": total,
+                     "union_ns": union})  # fmt: skip
+    return gpu, rows
+
+
+def _span(starts: tuple[np.ndarray, ...], ends: tuple[np.ndarray, ...]) -> int:
+    """Last end minus first start of all rows (empty ones too), as an exact Python int."""
+    if not any(a.size for a in starts):
+        return 0
+    return max(int(a.max()) for a in ends if a.size) - min(int(a.min()) for a in starts if a.size)
+
+
+def _kernel_arrays(kernels: pl.DataFrame) -> pl.DataFrame:
+    whole = (pl.col("graph") == "whole").fill_null(False).alias("whole")
+    return kernels.select("pid", "device", "start", "end", class_code(), whole)
 
 
 def gpu_overlap(kernels: pl.DataFrame, memops: pl.DataFrame) -> dict[str, int | float | None]:
     """Metrics of one GPU from its (already windowed, classified) kernels and memory ops."""
-    is_comm = kernels["class"] == COMM
-    comm = _iset(kernels.filter(is_comm))
-    compute = _iset(kernels.filter(~is_comm))
-    gemm_attn = _iset(kernels.filter(pl.col("class").is_in(COMPUTE_GEMM_ATTN)))
-    work = pl.concat([kernels.select("start", "end"), memops.select("start", "end")])
-    active = _iset(work)
-    hidden = hidden_ns(comm.length, compute.length, _iset(kernels).length)
-    span = int(work["end"].max() - work["start"].min()) if len(work) else 0
-    return {
-        "kernels": len(kernels) - int((kernels["graph"] == "whole").sum()),
-        "span_ns": span,
-        "active_ns": active.length,
-        "idle_ns": span - active.length,
-        "comm_ns": comm.length,
-        "compute_ns": compute.length,
-        "hidden_ns": hidden,
-        "exposed_ns": comm.length - hidden,
-        "hidden_pct": hidden_pct(hidden, comm.length),
-        "comm_gemm_attn_ns": comm.intersect_length(gemm_attn),
-    }
+    k = _kernel_arrays(kernels)
+    return _figures(k["start"].to_numpy(), k["end"].to_numpy(), k["code"].to_numpy(),
+                    int(k["whole"].sum()), memops["start"].to_numpy(),
+                    memops["end"].to_numpy())[0]  # fmt: skip
 
 
 def class_totals(kernels: pl.DataFrame) -> list[dict[str, object]]:
     """count, sum of durations and union length per class, every class listed (zeros included)."""
-    rows = []
-    for klass in CLASSES:
-        sub = kernels.filter(pl.col("class") == klass)
-        if klass == GRAPH and sub.is_empty():
-            continue  # listed only where whole-graph rows ran
-        rows.append(
-            {
-                "class": klass,
-                "count": len(sub),
-                "sum_ns": int((sub["end"] - sub["start"]).sum()) if len(sub) else 0,
-                "union_ns": _iset(sub).length,
-            }
-        )
-    return rows
+    k = _kernel_arrays(kernels)
+    none = np.zeros(0, dtype=np.int64)
+    return _figures(k["start"].to_numpy(), k["end"].to_numpy(), k["code"].to_numpy(),
+                    int(k["whole"].sum()), none, none)[1]  # fmt: skip
 
 
 def per_gpu(
@@ -126,20 +198,20 @@ def per_gpu(
     Python loops here run once per GPU and per class, never per kernel.
     """
     window = window or WHOLE_TRACE
-    kernels, memops = window.select(kernels), window.select(memops)
-    keys = sorted(
-        pl.concat([kernels.select("pid", "device"), memops.select("pid", "device")])
-        .unique()
-        .iter_rows()
-    )
-    k_parts = kernels.partition_by("pid", "device", as_dict=True)
-    m_parts = memops.partition_by("pid", "device", as_dict=True)
+    narrow = window.select(_kernel_arrays(kernels))
+    ops = window.select(memops.select("pid", "device", "start", "end"))
+    keys = gpu_keys(narrow, ops)
+    k_parts, m_parts = by_gpu(narrow, keys), by_gpu(ops, keys)
     gpu_rows, class_rows = [], []
     for key in keys:
-        k = k_parts.get(key, kernels.clear())
-        m = m_parts.get(key, memops.clear())
-        gpu_rows.append({"pid": key[0], "device": key[1], **gpu_overlap(k, m)})
-        class_rows += [{"pid": key[0], "device": key[1], **r} for r in class_totals(k)]
+        k, m = k_parts.get(key), m_parts.get(key)
+        none = np.zeros(0, dtype=np.int64)
+        ks, ke, code = (k["start"], k["end"], k["code"]) if k else (none, none, none)
+        ms, me = (m["start"], m["end"]) if m else (none, none)
+        n_whole = int(k["whole"].sum()) if k else 0
+        gpu, classes = _figures(ks, ke, code.astype(np.int8), n_whole, ms, me)
+        gpu_rows.append({"pid": key[0], "device": key[1], **gpu})
+        class_rows += [{"pid": key[0], "device": key[1], **r} for r in classes]
     gpu_schema = {c: pl.Int64 for c in GPU_COLUMNS} | {"hidden_pct": pl.Float64}
     class_schema = {
         "pid": pl.Int64,
