@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nsysmoe import api
+from nsysmoe import api, result_cache
 from nsysmoe.classify import RuleSet
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
@@ -76,6 +76,9 @@ class Request:
     labels: tuple[str, str] | None = None  # ``--labels OFF,ON``
     all_nvtx: bool = False  # ``--all-nvtx``: every NVTX row of an A/B's table
     wide: bool = False  # ``--wide``: full kernel names
+    #: the result-cache name of this report's text (:func:`nsysmoe.cli._report_key`), stored
+    #: once rendered so a repeat is served from there; None: not stored
+    report_key: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -139,7 +142,8 @@ def _execute(req: Request) -> Outcome:
             raise UsageError(f"--rank {req.rank} selects a process of one export per side; "
                              "with a file per rank, pass that rank's files")  # fmt: skip
         return _many(req, sides)
-    kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir}
+    kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir,
+          "detached": not _figures_drawn(req)}  # fmt: skip
     before = ((f"note: --dask {req.executor.dask}: one file per side is analysed here, in this "
                "process (--dask and --jobs spread many files)",)
               if req.executor.dask else ())  # fmt: skip
@@ -156,6 +160,12 @@ def _execute(req: Request) -> Outcome:
 
 
 FIGURE_SUFFIXES = (".png", ".svg")
+
+
+def _figures_drawn(req: Request) -> bool:
+    """Whether the report draws figures (``--plot``, or an HTML page with its figures inline):
+    their timelines need the classified traces, so no cached result stands in for them."""
+    return req.plot_dir is not None or req.fmt == "html"
 
 
 def check_not_inputs(req: Request, inputs: Sequence[str]) -> None:
@@ -228,6 +238,8 @@ def _report(req: Request, result: object, gate: Gate, *, error: str | None = Non
     else:
         text = render(result, req.fmt, figures=links if req.fmt == "markdown" else (),
                       options=options, **_tty(req))  # fmt: skip
+    if req.report_key is not None and req.cache_dir is not None:
+        result_cache.store_text(req.cache_dir, req.report_key, text)
     if figures:
         where = os.path.relpath(req.plot_dir) if req.plot_dir else ""
         stems = sorted({f.stem for f in figures})
