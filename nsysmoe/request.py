@@ -20,7 +20,7 @@ from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
 from nsysmoe.io import cache
 from nsysmoe.model import IterationRange, Scope, Window
-from nsysmoe.parallel import Executor, expand, map_files, one_line
+from nsysmoe.parallel import Executor, expand, map_files, one_line, skipped_note
 from nsysmoe.renderers import Format, ReportOptions, render
 from nsysmoe.results import Failure
 
@@ -128,14 +128,24 @@ def _cache_notes(notes: list[str]) -> tuple[str, ...]:
 
 
 def _execute(req: Request) -> Outcome:
+    skipped: list[str] = []
+    outcome = _execute_expanded(req, skipped)
+    if not skipped:
+        return outcome
+    return replace(outcome, before=(f"note: {skipped_note(skipped)}", *outcome.before))
+
+
+def _execute_expanded(req: Request, skipped: list[str]) -> Outcome:
     if req.compat:
-        paths = [path for arg in req.traces for path in expand(arg)]
+        paths = [path for arg in req.traces for path in expand(arg, skipped)]
         check_not_inputs(req, paths)
         return _compat(req, paths)
     if len(req.traces) <= 2:
-        sides = [expand(t) for t in req.traces]
+        sides = [expand(t, skipped) for t in req.traces]
     else:  # an unquoted glob expanded by the shell: one multi-rank run
-        sides = [[path for arg in req.traces for path in expand(arg)]]
+        sides = [[path for arg in req.traces for path in expand(arg, skipped, one_of_many=True)]]
+    if not all(sides):
+        raise NsysmoeError(f"no trace file among the arguments; {skipped_note(skipped)}")
     check_not_inputs(req, [path for side in sides for path in side])
     if sum(len(side) for side in sides) > len(sides):
         if req.rank is not None:
