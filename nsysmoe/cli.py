@@ -187,11 +187,25 @@ def _report_key(
         return None
     if fmt == "terminal" and output is None and _stdout_is_tty():
         return None
-    rendering = tuple((k, os.environ.get(k)) for k in TERMINAL_ENV) if fmt == "terminal" else ()
     inputs = [*traces, *([rules_path] if rules_path is not None else [])]
+    if output is not None and (os.path.isdir(output) or _any_same(output, inputs)):
+        return None  # the checks of nsysmoe.request say what is wrong
+    rendering = tuple((k, os.environ.get(k)) for k in TERMINAL_ENV) if fmt == "terminal" else ()
     return result_cache.key("report", inputs, fmt, output is None, str(rules_path),
                             rules_replace, sorted((k, repr(v)) for k, v in options.items()),
                             rendering)  # fmt: skip
+
+
+def _any_same(output: Path, inputs: list[str | Path]) -> bool:
+    """Whether ``output`` names one of ``inputs`` (by any path; a report never overwrites one)."""
+    for path in inputs:
+        try:
+            if os.path.samefile(output, path):
+                return True
+        except (OSError, ValueError):
+            if os.path.realpath(output) == os.path.realpath(path):
+                return True
+    return False
 
 
 def _stdout_is_tty() -> bool:

@@ -333,3 +333,19 @@ def test_cache_writes_nothing_next_to_the_inputs(tmp_path: Path) -> None:
         run_cli("analyze", a, b, "--cache", "--format", "json", env=env)
         run_cli("analyze", str(inputs), "--cache", "--format", "json", "--jobs", "1", env=env)
     assert sorted(p.name for p in inputs.iterdir()) == sorted([OFF.name, ON.name])
+
+
+def test_cli_repeat_never_writes_over_an_input(tmp_path: Path) -> None:
+    """The served path checks ``-o`` like the computed one: a repeat aimed at an input (or the
+    rules file, or a folder) is refused, with the input unchanged."""
+    trace = Path(shutil.copy(OFF, tmp_path / "t.sqlite"))
+    rules = tmp_path / "rules.toml"
+    rules.write_text('version = 1\n[[rule]]\nclass = "gemm"\nsubclass = "x"\npattern = "zzzz"\n')
+    env = {"NSYSMOE_CACHE_DIR": str(tmp_path / "cache")}
+    base = ["analyze", str(trace), "--cache", "--rules", str(rules), "--format", "json"]
+    run_cli(*base, "-o", str(tmp_path / "out.json"), env=env)
+    before = trace.read_bytes(), rules.read_bytes()
+    for target in (trace, tmp_path / "." / "t.sqlite", rules, tmp_path):
+        proc = run_cli(*base, "-o", str(target), env=env, check=False)
+        assert proc.returncode == 2 and "-o" in proc.stderr, proc.stderr
+    assert (trace.read_bytes(), rules.read_bytes()) == before
