@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from nsysmoe import cli_types as ct
-from nsysmoe import env, result_cache
+from nsysmoe import env
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError, UsageError
 
@@ -105,6 +105,8 @@ def analyze(
     cache_dir = env.cache_dir() if use_cache else None
     report_key = None
     if cache_dir is not None:  # a repeat of this very report: served before polars is imported
+        from nsysmoe import result_cache
+
         report_key = _report_key(
             traces, fmt, output, rules_path, rules_replace, window=window, skip=skip,
             step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase,
@@ -190,6 +192,8 @@ def _report_key(
     inputs = [*traces, *([rules_path] if rules_path is not None else [])]
     if output is not None and (os.path.isdir(output) or _any_same(output, inputs)):
         return None  # the checks of nsysmoe.request say what is wrong
+    from nsysmoe import result_cache
+
     rendering = tuple((k, os.environ.get(k)) for k in TERMINAL_ENV) if fmt == "terminal" else ()
     return result_cache.key("report", inputs, fmt, output is None, str(rules_path),
                             rules_replace, sorted((k, repr(v)) for k, v in options.items()),
