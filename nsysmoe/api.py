@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
-from nsysmoe import ab, pipeline
+from nsysmoe import ab, pipeline, result_cache
 from nsysmoe.ab.ranks import compare_runs
-from nsysmoe.classify import RuleSet
+from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import cache, load_trace
 from nsysmoe.measure import lanes
@@ -65,6 +66,7 @@ EXAMPLES = {
     ),
 }
 TraceLike = str | Path | Trace
+R = TypeVar("R")
 
 
 def load(path: str | Path, *, cache_dir: str | Path | None = None) -> Trace:
@@ -91,11 +93,35 @@ def analyze(
     window: Window | None = None,
     scope: Scope = WHOLE,
     cache_dir: str | Path | None = None,
+    detached: bool = False,
 ) -> TraceAnalysis:
     """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``'s
-    windows; ``scope.rank`` still selects one rank)."""
-    source = pipeline.prepare(_trace(trace, cache_dir), rules, scope.rank)
-    return pipeline.analyze_trace(source, scope=Scope(window=window) if window else scope)
+    windows; ``scope.rank`` still selects one rank). ``detached``: the result need not hold its
+    classified source (no timeline figure is drawn from it); with ``cache_dir`` too, a repeat of
+    the same analysis is then loaded from the result cache (:mod:`nsysmoe.result_cache`)."""
+    scope = Scope(window=window) if window else scope
+
+    def compute() -> TraceAnalysis:
+        source = pipeline.prepare(_trace(trace, cache_dir), rules, scope.rank)
+        result = pipeline.analyze_trace(source, scope=scope)
+        return replace(result, source=None) if detached else result
+
+    if not detached or cache_dir is None or isinstance(trace, Trace):
+        return compute()
+    name = result_cache.key("analyze", [trace], _rules_key(rules), repr(scope))
+    return _through(Path(cache_dir), name, compute)
+
+
+def _rules_key(rules: RuleSet | None) -> str:
+    """The rules' content (every rule and where they came from), not just a path."""
+    return repr(rules or default_rules())
+
+
+def _through(cache_dir: Path, name: str | None, compute: Callable[[], R]) -> R:
+    result, note = result_cache.through(cache_dir, name, compute)
+    if note:  # the cache never stops an analysis; the CLI shows this after the report
+        warnings.warn(note, cache.CacheWarning, stacklevel=3)
+    return result
 
 
 def compare(
@@ -107,10 +133,29 @@ def compare(
     cache_dir: str | Path | None = None,
     vary: tuple[str, ...] = (),
     labels: tuple[str, str] | None = None,
+    detached: bool = False,
 ) -> Comparison:
     """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`); with
     ``scope.rank``, of that rank's GPUs on each side. ``vary``: the variable under test
-    (``--vary`` names); ``labels``: names of the sides (default: from the variable)."""
+    (``--vary`` names); ``labels``: names of the sides (default: from the variable);
+    ``detached`` (and ``cache_dir``): as in :func:`analyze`, the comparison keyed on both sides."""
+
+    def compute() -> Comparison:
+        c = _compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary,
+                     labels=labels)  # fmt: skip
+        return _detach(c) if detached else c
+
+    if not detached or cache_dir is None or isinstance(off, Trace) or isinstance(on, Trace):
+        return compute()
+    name = result_cache.key("compare", [off, on], _rules_key(rules), repr(scope), tuple(vary),
+                            labels)  # fmt: skip
+    return _through(Path(cache_dir), name, compute)
+
+
+def _compare(
+    off: TraceLike, on: TraceLike, *, rules: RuleSet | None, scope: Scope,
+    cache_dir: str | Path | None, vary: tuple[str, ...], labels: tuple[str, str] | None,
+) -> Comparison:  # fmt: skip
     with ThreadPoolExecutor(max_workers=2) as pool:  # readers and polars release the GIL
         traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
         sources = list(pool.map(partial(pipeline.prepare, rules=rules, rank=scope.rank), traces))
@@ -120,6 +165,13 @@ def compare(
                         sources, steps)  # fmt: skip
     return ab.compare(a, b, scope=common, steps=(steps[0], steps[1]), vary=tuple(vary),
                       labels=labels)  # fmt: skip
+
+
+def _detach(c: Comparison) -> Comparison:
+    """``c`` without its sides' classified traces (to travel between processes, or be cached)."""
+    sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None))
+             for s in ("off", "on")}  # fmt: skip
+    return replace(c, **sides)
 
 
 def analyze_many(
@@ -163,17 +215,15 @@ def _analyze_path(
     path: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None
 ) -> TraceAnalysis:
     """One rank in a worker, detached from its trace so only the figures travel back."""
-    return replace(analyze(path, rules=rules, scope=scope, cache_dir=cache_dir), source=None)
+    return analyze(path, rules=rules, scope=scope, cache_dir=cache_dir, detached=True)
 
 
 def _compare_paths(
     off: str, on: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None,
     vary: tuple[str, ...] = (), labels: tuple[str, str] | None = None,
 ) -> Comparison:
-    c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary, labels=labels)
-    sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None))
-             for s in ("off", "on")}  # fmt: skip
-    return replace(c, **sides)
+    return compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary,
+                   labels=labels, detached=True)  # fmt: skip
 
 
 def compat(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from nsysmoe import cli_types as ct
+from nsysmoe import env
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError, UsageError
 
@@ -101,7 +102,21 @@ def analyze(
     one multi-rank run. TRACES are `nsys export --type sqlite` files (.nsys-rep when nsys is on
     PATH) or PyTorch profiler JSON.
     """
-    from nsysmoe.io import cache
+    cache_dir = env.cache_dir() if use_cache else None
+    report_key = None
+    if cache_dir is not None:  # a repeat of this very report: served before polars is imported
+        from nsysmoe import result_cache
+
+        report_key = _report_key(
+            traces, fmt, output, rules_path, rules_replace, window=window, skip=skip,
+            step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase,
+            align=align, vary=vary, labels=labels, rank=rank, all_nvtx=all_nvtx, wide=wide,
+            unserved=bool(strict or fail_if or dask_address or compat or plot_dir),
+        )  # fmt: skip
+        if report_key and (text := result_cache.load_text(cache_dir, report_key)) is not None:
+            _emit(text, output, color=True if fmt == "terminal" else None)
+            return
+
     from nsysmoe.parallel import Executor, default_jobs
     from nsysmoe.request import Request, execute
 
@@ -109,9 +124,9 @@ def analyze(
         traces=traces, rules=_rules(rules_path, rules_replace), window=window, skip=skip,
         step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase, align=align,
         executor=Executor(jobs or default_jobs(), dask_address, _progress),
-        cache_dir=cache.default_dir() if use_cache else None, fmt=fmt, output=output,
+        cache_dir=cache_dir, fmt=fmt, output=output,
         strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,
-        rank=rank, vary=vary, labels=labels, all_nvtx=all_nvtx, wide=wide,
+        rank=rank, vary=vary, labels=labels, all_nvtx=all_nvtx, wide=wide, report_key=report_key,
     )  # fmt: skip
     outcome = execute(req)
     for line in outcome.before:
@@ -155,6 +170,53 @@ def examples(kineto: bool) -> None:
     from nsysmoe.api import example_paths
 
     click.echo("\n".join(str(p) for p in example_paths("kineto" if kineto else "nsys")))
+
+
+#: what a terminal report's layout and colour depend on besides the result (terminal.py)
+TERMINAL_ENV = ("COLUMNS", "NO_COLOR", "FORCE_COLOR", "TERM")
+
+
+def _report_key(
+    traces: tuple[str, ...], fmt: str, output: Path | None, rules_path: Path | None,
+    rules_replace: bool, *, unserved: bool, **options: object,
+) -> str | None:  # fmt: skip
+    """The result-cache name of this report's text, or None where it is not served from there:
+    checks or figures (``unserved``: --strict, --fail-if, --plot, --dask, --compat), an HTML
+    page, a terminal report to a terminal, inputs that are not one or two files (directories,
+    globs, many ranks). The key holds every input's content (the rules file's too), every option
+    and, for terminal text, what its width and colour depend on."""
+    if unserved or fmt == "html" or not 1 <= len(traces) <= 2:
+        return None
+    if fmt == "terminal" and output is None and _stdout_is_tty():
+        return None
+    inputs = [*traces, *([rules_path] if rules_path is not None else [])]
+    if output is not None and (os.path.isdir(output) or _any_same(output, inputs)):
+        return None  # the checks of nsysmoe.request say what is wrong
+    from nsysmoe import result_cache
+
+    rendering = tuple((k, os.environ.get(k)) for k in TERMINAL_ENV) if fmt == "terminal" else ()
+    return result_cache.key("report", inputs, fmt, output is None, str(rules_path),
+                            rules_replace, sorted((k, repr(v)) for k, v in options.items()),
+                            rendering)  # fmt: skip
+
+
+def _any_same(output: Path, inputs: list[str | Path]) -> bool:
+    """Whether ``output`` names one of ``inputs`` (by any path; a report never overwrites one)."""
+    for path in inputs:
+        try:
+            if os.path.samefile(output, path):
+                return True
+        except (OSError, ValueError):
+            if os.path.realpath(output) == os.path.realpath(path):
+                return True
+    return False
+
+
+def _stdout_is_tty() -> bool:
+    try:
+        return bool(sys.stdout is not None and sys.stdout.isatty())
+    except (AttributeError, ValueError, OSError):  # a replaced or closed stdout
+        return False
 
 
 def _emit(text: str, output: Path | None, color: bool | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from nsysmoe.errors import NsysmoeError
 
@@ -19,3 +20,11 @@ def seconds(name: str, default: float, *, upper: float, example: str) -> float:
     if not 0 < value < upper:
         raise NsysmoeError(f"{name}={text!r}: use a number of seconds, e.g. {example}")
     return value
+
+
+def cache_dir() -> Path:
+    """Where ``--cache`` keeps its entries: $NSYSMOE_CACHE_DIR, else $XDG_CACHE_HOME/nsysmoe,
+    else ~/.cache/nsysmoe."""
+    if explicit := os.environ.get("NSYSMOE_CACHE_DIR"):
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nsysmoe"

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import gzip
+import json
 import logging
 import multiprocessing
 import os
 import re
 import warnings
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -26,36 +29,95 @@ from typing import Any, Protocol
 
 from nsysmoe import env
 from nsysmoe.errors import NsysmoeError, UsageError
+from nsysmoe.io.kineto_events import GZIP_MAGIC, is_kineto
 from nsysmoe.results import Failure
 
 TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
 
 
-def expand(arg: str) -> list[str]:
+def expand(arg: str, skipped: list[str] | None = None, *, one_of_many: bool = False) -> list[str]:
     """A directory → its trace files; a glob → its matches; anything else → itself. Sorted. A
-    path that exists is itself even when its name holds glob characters (``x[1].sqlite``)."""
+    path that exists is itself even when its name holds glob characters (``x[1].sqlite``). JSON
+    files a directory or glob holds that are no profiler traces (:func:`is_trace`: a run's
+    sidecar metadata) are left out, appended to ``skipped``; so is such a file named as
+    ``one_of_many`` arguments (the shell's expansion of ``run/*``), never one named alone."""
     try:
-        return _expand(arg)
+        found, others = _expand(arg)
+        if one_of_many and found == [arg] and os.path.isfile(arg) and not is_trace(Path(arg)):
+            found, others = [], [arg]
     except OSError as exc:  # e.g. a folder on the way that this user may not list
         raise NsysmoeError(f"{arg}: cannot look into it ({exc.strerror or exc}); check the "
-                           "path and its permissions") from None  # fmt: skip
+                           "path and its permissions") from None
+    if skipped is not None:
+        skipped.extend(others)
+    return found
 
 
-def _expand(arg: str) -> list[str]:
+def _expand(arg: str) -> tuple[list[str], list[str]]:
     path = Path(arg)
     if path.is_dir():
-        found = _one_per_run(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
+        found, skipped = _traces(_one_per_run(p for p in path.iterdir()
+                                              if p.name.endswith(TRACE_SUFFIXES)))  # fmt: skip
         if not found:
+            besides = f" (only {skipped_note(skipped)})" if skipped else ""
             raise NsysmoeError(
-                f"{arg}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})"
+                f"{arg}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)}){besides}"
             )
-        return found
+        return found, skipped
     if glob.has_magic(arg) and not os.path.lexists(arg):
-        found = sorted(glob.glob(arg))
+        found, skipped = _traces(sorted(glob.glob(arg)))
         if not found:
-            raise NsysmoeError(f"{arg}: pattern matches no files")
-        return found
-    return [arg]
+            besides = f" that are traces (only {skipped_note(skipped)})" if skipped else ""
+            raise NsysmoeError(f"{arg}: pattern matches no files{besides}")
+        return found, skipped
+    return [arg], []
+
+
+def _traces(paths: list[str]) -> tuple[list[str], list[str]]:
+    """``paths`` split into traces and the JSON files that are not (sniffed, not parsed)."""
+    traces = {p: is_trace(Path(p)) for p in paths}
+    return [p for p in paths if traces[p]], [p for p in paths if not traces[p]]
+
+
+def skipped_note(skipped: Sequence[str], shown: int = 3) -> str:
+    """One line naming the files :func:`expand` left out: ``skipped 64 files that are not
+    traces: rank00.json, rank01.json, rank02.json, …``."""
+    names = ", ".join(os.path.basename(p) for p in skipped[:shown])
+    more = ", …" if len(skipped) > shown else ""
+    noun = "file that is not a trace" if len(skipped) == 1 else "files that are not traces"
+    return f"skipped {len(skipped)} {noun}: {names}{more}"
+
+
+#: how much of a JSON file's (decompressed) text :func:`is_trace` looks at
+SNIFF_BYTES = 1 << 20
+
+
+def is_trace(path: Path) -> bool:
+    """Whether a file a directory or glob holds is a trace to analyse. Only ``.json`` /
+    ``.json.gz`` files are looked into: one is a trace unless its text opens like JSON (the
+    Kineto reader's own test, :func:`~nsysmoe.io.kineto_events.is_kineto`), is short enough to
+    read whole (:data:`SNIFF_BYTES`) and is a JSON object without ``traceEvents`` — a run's
+    metadata, not a profile. Anything in doubt (unreadable, truncated, larger) is a trace, so
+    a broken trace is still reported as a failure, never skipped."""
+    if not path.name.endswith((".json", ".json.gz")):
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+            if not is_kineto(head):
+                return True
+            fh.seek(0)
+            if head.startswith(GZIP_MAGIC):
+                with gzip.open(fh) as unzipped:
+                    text = unzipped.read(SNIFF_BYTES + 1)
+            else:
+                text = fh.read(SNIFF_BYTES + 1)
+        if b'"traceEvents"' in text or len(text) > SNIFF_BYTES:
+            return True
+        doc = json.loads(text)
+    except (OSError, EOFError, ValueError, zlib.error):
+        return True  # the reader says what is wrong with it
+    return not isinstance(doc, dict) or "traceEvents" in doc
 
 
 def _one_per_run(paths: Iterable[Path]) -> list[str]:

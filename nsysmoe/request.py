@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nsysmoe import api
+from nsysmoe import api, result_cache
 from nsysmoe.classify import RuleSet
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
 from nsysmoe.io import cache
 from nsysmoe.model import IterationRange, Scope, Window
-from nsysmoe.parallel import Executor, expand, map_files, one_line
+from nsysmoe.parallel import Executor, expand, map_files, one_line, skipped_note
 from nsysmoe.renderers import Format, ReportOptions, render
 from nsysmoe.results import Failure
 
@@ -76,6 +76,9 @@ class Request:
     labels: tuple[str, str] | None = None  # ``--labels OFF,ON``
     all_nvtx: bool = False  # ``--all-nvtx``: every NVTX row of an A/B's table
     wide: bool = False  # ``--wide``: full kernel names
+    #: the result-cache name of this report's text (:func:`nsysmoe.cli._report_key`), stored
+    #: once rendered so a repeat is served from there; None: not stored
+    report_key: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -125,21 +128,32 @@ def _cache_notes(notes: list[str]) -> tuple[str, ...]:
 
 
 def _execute(req: Request) -> Outcome:
+    skipped: list[str] = []
+    outcome = _execute_expanded(req, skipped)
+    if not skipped:
+        return outcome
+    return replace(outcome, before=(f"note: {skipped_note(skipped)}", *outcome.before))
+
+
+def _execute_expanded(req: Request, skipped: list[str]) -> Outcome:
     if req.compat:
-        paths = [path for arg in req.traces for path in expand(arg)]
+        paths = [path for arg in req.traces for path in expand(arg, skipped)]
         check_not_inputs(req, paths)
         return _compat(req, paths)
     if len(req.traces) <= 2:
-        sides = [expand(t) for t in req.traces]
+        sides = [expand(t, skipped) for t in req.traces]
     else:  # an unquoted glob expanded by the shell: one multi-rank run
-        sides = [[path for arg in req.traces for path in expand(arg)]]
+        sides = [[path for arg in req.traces for path in expand(arg, skipped, one_of_many=True)]]
+    if not all(sides):
+        raise NsysmoeError(f"no trace file among the arguments; {skipped_note(skipped)}")
     check_not_inputs(req, [path for side in sides for path in side])
     if sum(len(side) for side in sides) > len(sides):
         if req.rank is not None:
             raise UsageError(f"--rank {req.rank} selects a process of one export per side; "
                              "with a file per rank, pass that rank's files")  # fmt: skip
         return _many(req, sides)
-    kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir}
+    kw = {"rules": req.rules, "scope": req.scope, "cache_dir": req.cache_dir,
+          "detached": not _figures_drawn(req)}  # fmt: skip
     before = ((f"note: --dask {req.executor.dask}: one file per side is analysed here, in this "
                "process (--dask and --jobs spread many files)",)
               if req.executor.dask else ())  # fmt: skip
@@ -156,6 +170,12 @@ def _execute(req: Request) -> Outcome:
 
 
 FIGURE_SUFFIXES = (".png", ".svg")
+
+
+def _figures_drawn(req: Request) -> bool:
+    """Whether the report draws figures (``--plot``, or an HTML page with its figures inline):
+    their timelines need the classified traces, so no cached result stands in for them."""
+    return req.plot_dir is not None or req.fmt == "html"
 
 
 def check_not_inputs(req: Request, inputs: Sequence[str]) -> None:
@@ -228,6 +248,8 @@ def _report(req: Request, result: object, gate: Gate, *, error: str | None = Non
     else:
         text = render(result, req.fmt, figures=links if req.fmt == "markdown" else (),
                       options=options, **_tty(req))  # fmt: skip
+    if req.report_key is not None and req.cache_dir is not None:
+        result_cache.store_text(req.cache_dir, req.report_key, text)
     if figures:
         where = os.path.relpath(req.plot_dir) if req.plot_dir else ""
         stems = sorted({f.stem for f in figures})

@@ -6,12 +6,12 @@ import os
 import stat
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.kineto import is_kineto, read_kineto
-from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
-from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
-from nsysmoe.model import Trace
+
+if TYPE_CHECKING:
+    from nsysmoe.model import Trace
 
 _NOT_A_FILE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
@@ -23,6 +23,12 @@ def load_trace(path: str | Path) -> Trace:
     go through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
     pass. Only regular files are opened: a FIFO, device or socket is refused before any read (an
     open of a FIFO would block, ``/dev/zero`` never ends)."""
+    # the readers (and polars) are imported here, not with the package: a module of it such as
+    # nsysmoe.io.output serves a cached report without them
+    from nsysmoe.io.kineto import is_kineto, read_kineto
+    from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
+    from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
+
     path = Path(path)
     _check_regular(path)
     if path.suffix in REPORT_SUFFIXES and path.is_file():

@@ -1,12 +1,7 @@
 """Opt-in cache of read traces, so one side of several A/Bs is read once.
 
-What the key covers, exactly: the file's resolved path, device, inode, size and mtime (ns), the
-nsysmoe version and the cache format, and a hash of the file's content — all of it for a file of
-up to 64 MiB (``FULL_HASH_BYTES``; one extra read of the file, far cheaper than parsing it), and
-for a larger file 64 blocks of 64 KiB spread evenly from its first byte to its last (4 MiB read).
-So editing, replacing or re-exporting a file changes the key, and so does an in-place edit that
-keeps the size and restores the mtime — except, in a file over 64 MiB, one that touches only bytes
-outside the sampled blocks: that edit is not seen, and the old entry is served.
+What the key covers: the file's fingerprint (:func:`nsysmoe.fingerprint.file_key`: its resolved
+path, device, inode, size, mtime and content hash), the nsysmoe version and the cache format.
 
 Entries are the canonical tables as Arrow IPC files (fast to map back), written to a temporary
 folder and renamed into place atomically; folders and files are created with the user's umask
@@ -18,7 +13,6 @@ an entry that cannot be stored is a note (:func:`store` returns it; the API rais
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,11 +23,11 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe import env
 from nsysmoe._version import __version__
+from nsysmoe.fingerprint import file_key
 from nsysmoe.model import Launch, Trace
 
-FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole
-SAMPLES, SAMPLE_BYTES = 64, 64 << 10  # larger files: this many blocks, evenly spread
 FORMAT = 6  # bumped when the canonical tables or the key change (3: content hash, 4: graphs,
 # 5: session start and launch, 6: the generator of a synthetic trace)
 TABLES = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
@@ -46,9 +40,7 @@ class CacheWarning(UserWarning):
 
 def default_dir() -> Path:
     """$NSYSMOE_CACHE_DIR, else $XDG_CACHE_HOME/nsysmoe, else ~/.cache/nsysmoe."""
-    if explicit := os.environ.get("NSYSMOE_CACHE_DIR"):
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nsysmoe"
+    return env.cache_dir()
 
 
 def prepare(cache_dir: Path) -> str | None:
@@ -69,21 +61,7 @@ def prepare(cache_dir: Path) -> str | None:
 
 def key(path: Path) -> str:
     """The entry name of ``path`` (see the module docstring for what it covers)."""
-    st = path.stat()
-    h = hashlib.blake2b(digest_size=16)
-    ident = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, __version__,
-             FORMAT)  # fmt: skip
-    h.update(repr(ident).encode())
-    with path.open("rb") as fh:
-        if st.st_size <= FULL_HASH_BYTES:
-            while block := fh.read(1 << 20):
-                h.update(block)
-        else:
-            last = st.st_size - SAMPLE_BYTES
-            for i in range(SAMPLES):
-                fh.seek(last * i // (SAMPLES - 1))
-                h.update(fh.read(SAMPLE_BYTES))
-    return h.hexdigest()
+    return file_key(path, __version__, FORMAT)
 
 
 def through(

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from nsysmoe import api
+from nsysmoe import api, fingerprint
 from nsysmoe.io import cache
 from nsysmoe.parallel import Executor, map_files
 from nsysmoe.renderers import render
@@ -84,18 +84,18 @@ def test_key_of_a_large_file_samples_its_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Above FULL_HASH_BYTES only the sampled blocks are hashed, as the docstring says."""
-    monkeypatch.setattr(cache, "FULL_HASH_BYTES", 1 << 20)
+    monkeypatch.setattr(fingerprint, "FULL_HASH_BYTES", 1 << 20)
     path = tmp_path / "big.bin"
     size = 16 << 20
     path.write_bytes(os.urandom(size))
     before = cache.key(path)
-    last = size - cache.SAMPLE_BYTES
-    sampled = last * 17 // (cache.SAMPLES - 1)
+    last = size - fingerprint.SAMPLE_BYTES
+    sampled = last * 17 // (fingerprint.SAMPLES - 1)
     _edit_in_place_keeping_stat(path, sampled + 10, b"seen")
     seen = cache.key(path)
     assert seen != before
-    gap = sampled + cache.SAMPLE_BYTES + 10  # between two sampled blocks (each 64 KiB)
-    assert gap < last * 18 // (cache.SAMPLES - 1)
+    gap = sampled + fingerprint.SAMPLE_BYTES + 10  # between two sampled blocks (each 64 KiB)
+    assert gap < last * 18 // (fingerprint.SAMPLES - 1)
     _edit_in_place_keeping_stat(path, gap, b"missed")
     assert cache.key(path) == seen  # documented: not seen
 
