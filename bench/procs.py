@@ -80,7 +80,13 @@ def measure(
             threading.Thread(target=poll, daemon=True).start()
         timer = threading.Timer(timeout, kill)
         timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM): take the child's group along
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
+            timer.cancel()
+            raise
         seconds = time.perf_counter() - t0
         timer.cancel()
         done.set()

@@ -9,6 +9,7 @@ median of the per-round ratios, and its verdict is read on the median.
 from __future__ import annotations
 
 import math
+import signal
 import statistics
 import sys
 import time
@@ -80,30 +81,34 @@ def failure(run: Run) -> str:
     return f"exit {run.rc}: {tail[0][:300]}"
 
 
-def run_rounds(measures: dict[str, Measure], steps: list[tuple[str, Step]], rounds: int) -> float:
+def run_rounds(measures: dict[str, Measure], steps: list[tuple[str, Step]], rounds: int) -> int:
     """Run every step once per round, in order; file each outcome under its measure. Returns
-    the wall seconds of all rounds."""
-    t0 = time.perf_counter()
-    for r in range(1, rounds + 1):
-        for name, step in steps:
-            t = time.perf_counter()
-            for key, outcome in step(r).items():
-                m = measures[key]
-                if isinstance(outcome, str):
-                    m.errors.append(f"round {r}: {outcome}")
-                    continue
-                m.samples[r] = Sample(
-                    outcome.seconds,
-                    outcome.cpu_seconds,
-                    outcome.max_rss_bytes,
-                    outcome.tree_rss_bytes,
-                )
-            print(
-                f"  round {r}/{rounds} {name}: {time.perf_counter() - t:.1f} s",
-                file=sys.stderr,
-                flush=True,
+    the rounds begun (the last may be partial: Ctrl-C or SIGTERM stops the rounds, and what was
+    measured so far is reported)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    r = 0
+    try:
+        for r in range(1, rounds + 1):
+            run_round(measures, steps, r, rounds)
+    except KeyboardInterrupt:
+        print(f"interrupted in round {r}: reporting what was measured", file=sys.stderr)
+    return r
+
+
+def run_round(measures: dict[str, Measure], steps: list[tuple[str, Step]], r: int, of: int) -> None:
+    for name, step in steps:
+        t = time.perf_counter()
+        for key, outcome in step(r).items():
+            m = measures[key]
+            if isinstance(outcome, str):
+                m.errors.append(f"round {r}: {outcome}")
+                continue
+            m.samples[r] = Sample(
+                outcome.seconds, outcome.cpu_seconds, outcome.max_rss_bytes, outcome.tree_rss_bytes
             )
-    return time.perf_counter() - t0
+        print(
+            f"  round {r}/{of} {name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True
+        )
 
 
 def fill_ratio(ratio: Ratio, measures: dict[str, Measure]) -> Ratio:

@@ -567,7 +567,9 @@ def main() -> None:
         points = [(ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"], "analyze")]
     warm([ex.off, ex.on, *ex.ranks, *ex.scaling])
     print(f"measuring: {rounds} rounds of {len(plan.steps)} steps", file=sys.stderr)
-    run_rounds(plan.measures, plan.steps, rounds)
+    done = run_rounds(plan.measures, plan.steps, rounds)
+    if done < rounds or any(len(m.samples) < done for m in plan.measures.values()):
+        plan.notes.append(f"rounds: {done} of {rounds} begun (interrupted or a row failed)")
     if args.intervaltree:
         plan.notes.append(interval_row(tools, ex.off))
     info["load_end"] = os.getloadavg()[0]
