@@ -538,27 +538,47 @@ def _check(t: Template, tl: Timeline) -> None:
 # cache
 
 
-def ensure(path: Path, params: ExportParams) -> tuple[bool, dict[str, int]]:
-    """Generate ``path`` unless it exists with the same parameters; (generated?, row counts)."""
-    meta = path.with_suffix(".json")
+def ensure(path: Path, params: ExportParams, meta: Path) -> tuple[bool, dict[str, int]]:
+    """Generate ``path`` unless ``meta`` (its parameter sidecar, kept outside the trace
+    directories so a directory of exports holds exports only) records the same parameters;
+    (generated?, row counts). A sidecar an older bench left beside the file is moved to
+    ``meta`` (when ``meta`` is missing) or deleted."""
+    beside = path.with_suffix(".json")
+    if beside.exists():
+        if not meta.exists():
+            meta.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(beside, meta)
+        else:
+            beside.unlink()
     if path.exists() and meta.exists():
         saved = json.loads(meta.read_text())
         if saved.get("params") == params.key():
             return False, saved["counts"]
+    meta.unlink(missing_ok=True)  # a file being rebuilt has no valid sidecar
     counts = write_export(path, params)
+    meta.parent.mkdir(parents=True, exist_ok=True)
     meta.write_text(json.dumps({"params": params.key(), "counts": counts}, indent=1))
     return True, counts
 
 
-def _ensure_star(args: tuple[Path, ExportParams]) -> tuple[bool, dict[str, int]]:
-    return ensure(*args)
+Job = tuple[Path, ExportParams, Path]  # (export, its parameters, its sidecar)
 
 
-def ensure_many(jobs: list[tuple[Path, ExportParams]], workers: int) -> list[tuple[bool, dict]]:
-    """``ensure`` for many files, in ``workers`` processes."""
+def _ensure_star(job: Job) -> tuple[bool, dict[str, int]]:
+    return ensure(*job)
+
+
+def ensure_many(jobs: list[Job], workers: int) -> list[tuple[bool, dict[str, int]]]:
+    """``ensure`` for many files, in ``workers`` processes (largest first, so one big file
+    does not run alone at the end)."""
     if workers <= 1 or len(jobs) <= 1:
-        return [ensure(p, q) for p, q in jobs]
+        return [ensure(*job) for job in jobs]
     from concurrent.futures import ProcessPoolExecutor
 
+    def rows(i: int) -> int:
+        return jobs[i][1].processes * jobs[i][1].kernels_per_process
+
+    order = sorted(range(len(jobs)), key=rows, reverse=True)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_ensure_star, jobs))
+        done = dict(zip(order, pool.map(_ensure_star, [jobs[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(jobs))]

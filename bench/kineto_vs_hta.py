@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from run import Run, measure, warm
+from procs import Run, measure, warm
 
 BENCH = Path(__file__).resolve().parent
 PY = sys.executable

@@ -1,13 +1,14 @@
-"""The scale benchmark (issue 4): generate large exports, measure, print one table.
+"""The speed benchmark (issues 4 and 16): generate the inputs, measure in interleaved rounds, print
+one table with the targets marked PASS/FAIL.
 
-    python bench/run.py            # full: 1M kernels / 3M NVTX rows, A/B pair, 64 rank files
-    python bench/run.py --quick    # smoke test: the same rows on small exports (~1 minute)
+    python bench/run.py            # full: 1M kernels / 3M NVTX rows, A/B pair, 64 rank files,
+                                   # scaling exports up to 2M kernels; 3 rounds
+    python bench/run.py --quick    # smoke test: the same rows on small exports, 2 rounds
 
-Everything in the table is measured in the same run, each command in a fresh subprocess: wall
-time with ``time.perf_counter`` around it, peak RSS from ``os.wait4`` (the kernel's high-water
-mark of that process; for a process tree the largest single process, plus a polled sum of the
-tree where the command runs several processes). Files are read once first so every command
-meets a warm page cache. See bench/README.md for what each row means and how the peer is timed.
+Every command runs as a fresh subprocess (``procs.measure``: wall time, CPU time and peak RSS
+from ``os.wait4``), after the inputs were read once (warm page cache). Each round runs every
+measure once, in a fixed order, each next to its reference; ratios are taken per round. See
+bench/README.md for exactly what each row runs.
 """
 
 from __future__ import annotations
@@ -15,627 +16,306 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
-import signal
-import sqlite3
+import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from gen_exports import ExportParams, ensure_many
+import floor
+import kineto_vs_hta as kineto
+from exports import FULL, QUICK, Exports, make_exports
+from installs import nsysai_venv, pip_target, sqlite3_cli, version_of
+from procs import measure, warm
+from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_exponent, run_rounds
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PY = sys.executable
-RSS_TARGET_BYTES = 2_000_000_000  # "≤ 2 GB", decimal: the stricter reading
-
-KERNEL_COLS = "start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName"
-FLOOR_QUERIES = {
-    "CUPTI_ACTIVITY_KIND_KERNEL": KERNEL_COLS,
-    "CUPTI_ACTIVITY_KIND_RUNTIME": "start, end, globalTid, correlationId, eventClass",
-    "NVTX_EVENTS": "start, end, eventType, text, textId, globalTid, endGlobalTid, domainId",
-    "CUPTI_ACTIVITY_KIND_MEMCPY": "start, end, deviceId, streamId, correlationId, globalPid, "
-    "bytes, copyKind",
-    "CUPTI_ACTIVITY_KIND_MEMSET": "start, end, deviceId, streamId, correlationId, globalPid, bytes",
-    "StringIds": "id, value",
-}
+GB = 1e9  # targets in decimal GB (the stricter reading)
+RSS_PER_M_LIMIT = 1.0 * GB
+REPEAT_LIMIT_S = 0.5
+HELP_LIMIT_S = 0.3
+LINEAR_EXPONENT = 1.15
 
 
-@dataclass(frozen=True)
-class Sizes:
-    processes: int
-    kernels_per_process: int
-    layers: int
-    ranks: int
-    rank_kernels: int
-    rank_layers: int
+def nsysmoe_cmd(*args: str, out: str = os.devnull) -> list[str]:
+    return [PY, "-m", "nsysmoe", "analyze", *args, "--format", "json", "-o", out]
 
 
-FULL = Sizes(
-    processes=2,
-    kernels_per_process=500_000,
-    layers=24,
-    ranks=64,
-    rank_kernels=20_000,
-    rank_layers=4,
-)
-QUICK = Sizes(
-    processes=2, kernels_per_process=20_000, layers=24, ranks=8, rank_kernels=4_000, rank_layers=4
-)
+def cmd_step(key: str, cmd: list[str], **kw: Any) -> Step:
+    """A step running ``cmd`` once; a non-zero exit is an error, not a sample."""
+
+    def step(_: int) -> dict[str, Outcome]:
+        run = measure(cmd, **kw)
+        return {key: run if run.rc == 0 else failure(run)}
+
+    return step
+
+
+def failures_in(doc: object) -> list[object]:
+    """Every entry of every ``failures`` list in a JSON report."""
+    found: list[object] = []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            found += v if k == "failures" and isinstance(v, list) else failures_in(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            found += failures_in(v)
+    return found
 
 
 @dataclass
-class Run:
-    seconds: float
-    rc: int
-    max_rss_bytes: int  # largest single process (wait4 high-water mark)
-    tree_rss_bytes: int = 0  # polled sum over the process tree (0 when not polled)
-    stdout: str = ""
-    stderr: str = ""
+class Plan:
+    measures: dict[str, Measure] = field(default_factory=dict)
+    steps: list[tuple[str, Step]] = field(default_factory=list)
+    ratios: list[Ratio] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # printed under the table
+    cache_mismatch: list[int] | None = None  # rounds whose repeat-run JSON differed
 
-
-@dataclass
-class Row:
-    label: str
-    seconds: float | None = None
-    rss_bytes: int | None = None
-    note: str = ""
-    target: str = ""
-    verdict: str = ""
-    value: str = ""  # for ratio rows
-
-
-@dataclass
-class Report:
-    rows: list[Row] = field(default_factory=list)
-    details: dict[str, object] = field(default_factory=dict)
-    export: Path | None = None  # the 1M-kernel "off" export
-
-    def add(self, row: Row) -> Row:
-        self.rows.append(row)
-        return row
+    def add(self, key: str, label: str, what: str) -> None:
+        self.measures[key] = Measure(key, label, what)
 
 
 # --------------------------------------------------------------------------------------------
-# measuring
+# the steps
 
 
-def _tree_rss(root: int) -> int:
-    """Sum of VmRSS over ``root`` and its descendants (Linux /proc)."""
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            for line in status.splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return total
+def help_steps(plan: Plan) -> None:
+    plan.add("help.main", "python -m nsysmoe --help", "import + help text")
+    plan.add("help.analyze", "python -m nsysmoe analyze --help", "import + help text")
+    main = cmd_step("help.main", [PY, "-m", "nsysmoe", "--help"])
+    sub = cmd_step("help.analyze", [PY, "-m", "nsysmoe", "analyze", "--help"])
+    plan.steps.append(("--help", lambda r: {**main(r), **sub(r)}))
 
 
-def measure(
-    cmd: list[str],
-    *,
-    env: dict[str, str] | None = None,
-    timeout: float = 3600,
-    poll_tree: bool = False,
-    capture: bool = False,
-) -> Run:
-    """Run ``cmd`` once; wall time, exit code and peak RSS of that child alone."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out if capture else subprocess.DEVNULL,
-            stderr=err,
-            env=env,
-            start_new_session=True,
-        )
-        peak = [0]
-        done = threading.Event()
-
-        def poll() -> None:
-            while not done.wait(0.05):
-                peak[0] = max(peak[0], _tree_rss(proc.pid))
-
-        def kill() -> None:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        if poll_tree:
-            poller.start()
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - t0
-        timer.cancel()
-        done.set()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Run(
-            seconds,
-            proc.returncode,
-            usage.ru_maxrss * 1024,
-            peak[0],
-            out.read().decode(errors="replace"),
-            err.read().decode(errors="replace"),
-        )
-
-
-def best_of(
-    cmd: list[str],
-    repeat: int,
-    *,
-    env: dict[str, str] | None = None,
-    poll_tree: bool = False,
-    capture: bool = False,
-) -> Run:
-    """Fastest of ``repeat`` runs (all must succeed), with the largest peak RSS seen."""
-    runs = [measure(cmd, env=env, poll_tree=poll_tree, capture=capture) for _ in range(repeat)]
-    for r in runs:
-        if r.rc != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited {r.rc}: {r.stderr.strip()[-800:]}")
-    best = min(runs, key=lambda r: r.seconds)
-    best.max_rss_bytes = max(r.max_rss_bytes for r in runs)
-    best.tree_rss_bytes = max(r.tree_rss_bytes for r in runs)
-    return best
-
-
-def warm(paths: list[Path]) -> None:
-    """Read every file once so all commands meet the same (warm) page cache."""
-    for path in paths:
-        with path.open("rb") as fh:
-            while fh.read(1 << 24):
-                pass
-
-
-def nsysmoe_cmd(*args: str) -> list[str]:
-    return [PY, "-m", "nsysmoe", "analyze", *args, "--format", "json", "-o", os.devnull]
-
-
-# --------------------------------------------------------------------------------------------
-# tools
-
-
-def sqlite3_cli() -> tuple[str | None, str]:
-    found = shutil.which("sqlite3")
-    if found:
-        return found, ""
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("sqlite3 CLI missing: apt-get install -y sqlite3", file=sys.stderr)
-        for step in (["update", "-qq"], ["install", "-y", "-qq", "sqlite3"]):
-            subprocess.run(["apt-get", *step], check=False, capture_output=True)
-        found = shutil.which("sqlite3")
-        if found:
-            return found, "installed with apt-get"
-    return None, "sqlite3 command-line tool missing (apt-get install sqlite3)"
-
-
-def floor_sql(path: Path) -> str:
-    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    con.close()
-    return " ".join(f"SELECT {cols} FROM {t};" for t, cols in FLOOR_QUERIES.items() if t in tables)
-
-
-def pip_target(tools: Path, package: str) -> Path | None:
-    """Install ``package`` into tools/pydeps (not into the nsysmoe venv); the dir or None."""
-    target = tools / "pydeps"
-    if (target / package).exists():
-        return target
-    r = subprocess.run(
-        [
-            PY,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            package,
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        print(f"pip install {package} failed: {r.stderr.strip()[-400:]}", file=sys.stderr)
-        return None
-    return target
-
-
-def nsysai_venv(tools: Path) -> tuple[Path | None, str]:
-    """A separate venv with nsys-ai; (its python, note)."""
-    tools.mkdir(parents=True, exist_ok=True)
-    venv = tools / "nsys-ai-venv"
-    py = venv / "bin" / "python"
-    check = [str(py), "-c", "import nsys_ai"]
-    if py.exists() and subprocess.run(check, capture_output=True).returncode == 0:
-        return py, ""
-    base = getattr(sys, "_base_executable", sys.executable)
-    r = subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, text=True)
-    if r.returncode != 0:
-        return None, f"cannot create a venv for nsys-ai: {r.stderr.strip()[-200:]}"
-    print("installing nsys-ai into its own venv (pip install nsys-ai)", file=sys.stderr)
-    r = subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "nsys-ai"],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        return None, f"pip install nsys-ai failed: {r.stderr.strip().splitlines()[-1:]}"
-    return py, ""
-
-
-def devices_of(path: Path) -> list[int]:
-    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    rows = con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
-    con.close()
-    return sorted(r[0] for r in rows)
-
-
-# --------------------------------------------------------------------------------------------
-# the rows
-
-
-def gb(n: int | None) -> str:
-    return f"{n / 1e9:.2f}" if n else "–"
-
-
-@dataclass(frozen=True)
-class Exports:
-    off: Path  # the 1M-kernel export, overlap off
-    on: Path  # the same run with overlap on
-    rank_dir: Path
-    ranks: list[Path]
-    counts: dict[str, int]  # rows per table of ``off``
-    rank_kernels: int  # kernels in one rank file
-
-
-def make_exports(sizes: Sizes, work: Path) -> Exports:
-    """Generate (or reuse) the A/B pair and the rank files, two files at a time."""
-    big = ExportParams(
-        processes=sizes.processes,
-        kernels_per_process=sizes.kernels_per_process,
-        layers=sizes.layers,
-        dispatcher="hybridep",
-        overlap=False,
-        seed=4,
-    )
-    off, on = work / "moe-off.sqlite", work / "moe-on.sqlite"
-    rank_dir = work / f"ranks{sizes.ranks}"
-    rank_dir.mkdir(parents=True, exist_ok=True)
-    ranks = [rank_dir / f"rank{r:02d}.sqlite" for r in range(sizes.ranks)]
-    jobs = [(off, big), (on, replace(big, overlap=True))]
-    for r, path in enumerate(ranks):
-        rank = ExportParams(
-            processes=1,
-            kernels_per_process=sizes.rank_kernels,
-            layers=sizes.rank_layers,
-            dispatcher="deepep",
-            overlap=True,
-            seed=100 + r,
-            first_pid=1_400_000 + 211 * r,
-            first_device=r % 8,
-        )
-        jobs.append((path, rank))
-    t0 = time.perf_counter()
-    made = ensure_many(jobs, workers=min(2, os.cpu_count() or 1))
-    generated = sum(g for g, _ in made)
-    print(
-        f"exports: {generated} generated, {len(jobs) - generated} cached "
-        f"({time.perf_counter() - t0:.1f} s) in {work}",
-        file=sys.stderr,
-    )
-    kernels = made[2][1]["CUPTI_ACTIVITY_KIND_KERNEL"]
-    return Exports(off, on, rank_dir, ranks, made[0][1], kernels)
-
-
-def run_bench(args: argparse.Namespace) -> Report:
-    sizes = QUICK if args.quick else FULL
-    work: Path = args.work / ("quick" if args.quick else "full")
-    tools: Path = args.work / "tools"
-    report = Report()
-    rep = args.repeat
-
-    ex = make_exports(sizes, work)
-    report.export = ex.off
-    report.details["exports"] = {
-        "off": str(ex.off),
-        "on": str(ex.on),
-        "ranks": str(ex.rank_dir),
-        "rows_off": ex.counts,
-        "rank_kernels": ex.rank_kernels,
-    }
-    warm([ex.off, ex.on, *ex.ranks])
-    n_k, n_nvtx = ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"], ex.counts["NVTX_EVENTS"]
-    mb = ex.off.stat().st_size / 1e6
-    size = f"{n_k / 1e6:.2f}M kernels, {n_nvtx / 1e6:.2f}M NVTX, {mb:.0f} MB"
-
-    print("measuring nsysmoe analyze …", file=sys.stderr)
-    analyze = best_of(nsysmoe_cmd(str(ex.off)), rep)
-    report.add(
-        Row(
-            f"nsysmoe analyze ({size}, {sizes.processes} processes)",
-            analyze.seconds,
-            analyze.max_rss_bytes,
-            "--format json -o /dev/null",
-        )
-    )
-    code = "import sys; from nsysmoe.io import load_trace; load_trace(sys.argv[1])"
-    load = best_of([PY, "-c", code, str(ex.off)], rep)
-    report.add(
-        Row(
-            "  of which: nsysmoe reader alone (load_trace)",
-            load.seconds,
-            load.max_rss_bytes,
-            "the export read into polars frames",
-        )
-    )
-    terminal = best_of(
-        [*nsysmoe_cmd(str(ex.off))[:-4], "--format", "terminal", "-o", os.devnull], rep
-    )
-    report.add(
-        Row(
-            "  same, --format terminal",
-            terminal.seconds,
-            terminal.max_rss_bytes,
-            "JSON rendering cost = json row − this row",
-        )
-    )
-    print("measuring nsysmoe A/B …", file=sys.stderr)
-    ab = best_of(nsysmoe_cmd(str(ex.off), str(ex.on)), rep)
-    report.add(
-        Row(
-            "nsysmoe analyze OFF ON (A/B of two such exports)",
-            ab.seconds,
-            ab.max_rss_bytes,
-            "--format json -o /dev/null",
-        )
-    )
-
-    floor = floor_row(report, ex.off, rep)
-    peer = None
-    if args.skip_peer:
-        report.add(Row("peer: nsys-ai", note="skipped (--skip-peer)"))
+def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str) -> None:
+    k = ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"]
+    size = f"{k / 1e6:.2f}M kernels" if k >= 100_000 else f"{k / 1e3:.0f}k kernels"
+    if cli:
+        plan.add("floor", "decode floor: sqlite3, needed columns", "total() per column, 1 process")
+        plan.steps.append(("floor", cmd_step("floor", floor.command(cli, ex.off))))
     else:
-        peer = nsysai_rows(report, tools, ex.off, rep)
-    interval_rows(report, tools, ex.off)
-    rank_rows(report, ex.rank_dir, ex.ranks, ex.rank_kernels, rep)
-    target_rows(report, analyze, ab, floor, peer)
-    return report
-
-
-def floor_row(report: Report, export: Path, rep: int) -> Run | None:
-    cli, cli_note = sqlite3_cli()
-    if not cli:
-        report.add(Row("floor: sqlite3 CLI", note=cli_note))
-        return None
-    uri = f"file:{export}?mode=ro&immutable=1"
-    floor = best_of([cli, "-readonly", uri, floor_sql(export)], rep)
-    report.add(
-        Row(
-            "floor: sqlite3 CLI reads the needed columns",
-            floor.seconds,
-            floor.max_rss_bytes,
-            f"output to /dev/null {cli_note}".strip(),
+        plan.notes.append(f"no decode floor: {why}")
+    plan.add("analyze", f"nsysmoe analyze OFF ({size})", "--format json -o /dev/null")
+    plan.steps.append(("analyze", cmd_step("analyze", nsysmoe_cmd(str(ex.off)))))
+    if cli:
+        plan.add(
+            "floor2", "  decode floor, 2 sqlite3 at once", "NVTX ∥ the rest, as nsysmoe's reader"
         )
-    )
-    return floor
+        plan.steps.append(("floor2", cmd_step("floor2", floor.command_split(cli, ex.off))))
+    code = "import sys; from nsysmoe.io import load_trace; load_trace(sys.argv[1])"
+    plan.add("load", "  nsysmoe reader alone (load_trace)", "imports + read into polars frames")
+    plan.steps.append(("load", cmd_step("load", [PY, "-c", code, str(ex.off)])))
+    plan.ratios += [
+        Ratio("analyze / decode floor", "analyze", "floor", "≤ 2.5", 2.5),
+        Ratio("analyze / 2-process floor", "analyze", "floor2"),
+        Ratio("reader alone / decode floor", "load", "floor"),
+    ]
 
 
-def target_rows(
-    report: Report,
-    analyze: Run,
-    ab: Run,
-    floor: Run | None,
-    peer: Run | None,
-) -> None:
-    """The issue-4 targets, PASS/FAIL (n/a when a side could not be measured)."""
-
-    def ratio(
-        label: str, num: float | None, den: float | None, target: str, limit: float, at_least: bool
-    ) -> None:
-        if num is None or den is None:
-            report.add(Row(label, target=target, verdict="n/a", value="–"))
-            return
-        value = num / den
-        ok = value >= limit if at_least else value <= limit
-        report.add(
-            Row(label, target=target, value=f"{value:.2f}×", verdict="PASS" if ok else "FAIL")
-        )
-
-    ratio(
-        "analyze / sqlite3 floor",
-        analyze.seconds,
-        floor.seconds if floor else None,
-        "≤ 2",
-        2,
-        at_least=False,
-    )
-    ratio(
-        "nsys-ai SQLite path / analyze",
-        peer.seconds if peer else None,
-        analyze.seconds,
-        "≥ 5",
-        5,
-        at_least=True,
-    )
-    rss = analyze.max_rss_bytes
-    report.add(
-        Row(
-            "peak RSS of analyze",
-            value=f"{gb(rss)} GB",
-            target="≤ 2 GB",
-            verdict="PASS" if rss <= RSS_TARGET_BYTES else "FAIL",
-        )
-    )
-    ratio("A/B / analyze", ab.seconds, analyze.seconds, "≤ 2.2", 2.2, at_least=False)
-
-
-def nsysai_rows(report: Report, tools: Path, export: Path, rep: int) -> Run | None:
-    py, note = nsysai_venv(tools)
+def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> None:
+    py, why = nsysai_venv(tools)
     if py is None:
-        report.add(Row("peer: nsys-ai", note=f"not installed: {note}"))
-        return None
-    version = subprocess.run(
-        [str(py), "-c", "import importlib.metadata as m; print(m.version('nsys-ai'))"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    print(f"measuring nsys-ai {version} …", file=sys.stderr)
-    peer = best_of([str(py), str(BENCH / "nsysai_sqlite_path.py"), str(export)], rep, capture=True)
-    result = json.loads(peer.stdout)
-    report.details["nsys_ai_sqlite_path"] = result
-    report.add(
-        Row(
-            f"peer: nsys-ai {version} overlap, SQLite path, all GPUs",
-            peer.seconds,
-            peer.max_rss_bytes,
-            "overlap_analysis() per GPU on raw sqlite3, see README",
+        plan.notes.append(f"no nsys-ai rows: {why}")
+        return
+    version = version_of(py, "nsys-ai")
+    plan.add("nsysai", f"nsys-ai {version} overlap, SQLite path", "bench/nsysai_sqlite_path.py OFF")
+    cmd = [str(py), str(BENCH / "nsysai_sqlite_path.py"), str(ex.off)]
+
+    def step(_: int) -> dict[str, Outcome]:
+        run = measure(cmd, capture=True)
+        if run.rc != 0:
+            return {"nsysai": failure(run)}
+        devices = json.loads(run.stdout)["devices"]
+        return {"nsysai": run if devices else "no GPU analysed"}
+
+    plan.steps.append(("nsys-ai", step))
+    plan.ratios.append(Ratio("nsys-ai SQLite path / analyze", "nsysai", "analyze", "≥ 3", 3, True))
+
+
+def ab_steps(plan: Plan, ex: Exports) -> None:
+    plan.add("ab", "nsysmoe analyze OFF ON (A/B)", "--format json -o /dev/null")
+    plan.steps.append(("A/B", cmd_step("ab", nsysmoe_cmd(str(ex.off), str(ex.on)))))
+    plan.ratios.append(Ratio("A/B / analyze", "ab", "analyze", "≤ 2.0", 2.0))
+
+
+def cache_steps(plan: Plan, ex: Exports, scratch: Path, help_text: str) -> None:
+    if "--cache" not in help_text:
+        plan.notes.append("no repeat-run rows: analyze has no --cache")
+        return
+    plan.add("cache.first", "analyze OFF --cache: first run", "fresh NSYSMOE_CACHE_DIR")
+    plan.add("cache.repeat", "  same command again: repeat run", "the cache the first run left")
+    mismatched: list[int] = []
+    plan.cache_mismatch = mismatched
+
+    def step(r: int) -> dict[str, Outcome]:
+        cache = scratch / "cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        env = {**os.environ, "NSYSMOE_CACHE_DIR": str(cache)}
+        outs = [scratch / "cache-first.json", scratch / "cache-repeat.json"]
+        runs = [measure(nsysmoe_cmd(str(ex.off), "--cache", out=str(o)), env=env) for o in outs]
+        shutil.rmtree(cache, ignore_errors=True)
+        if all(run.rc == 0 for run in runs) and outs[0].read_bytes() != outs[1].read_bytes():
+            mismatched.append(r)
+        return {
+            key: run if run.rc == 0 else failure(run)
+            for key, run in zip(("cache.first", "cache.repeat"), runs, strict=True)
+        }
+
+    plan.steps.append(("--cache first, repeat", step))
+    plan.ratios += [
+        Ratio("repeat run / first run", "cache.repeat", "cache.first"),
+        Ratio("first --cache run / analyze", "cache.first", "analyze"),
+    ]
+
+
+def rank_steps(plan: Plan, ex: Exports, scratch: Path) -> None:
+    n = len(ex.ranks)
+    for jobs in (1, 2):
+        key = f"ranks.j{jobs}"
+        plan.add(
+            key,
+            f"analyze {ex.rank_dir.name}/ --jobs {jobs}" if jobs == 1 else f"  same, --jobs {jobs}",
+            f"{n} rank files of {ex.rank_kernels / 1e3:.0f}k kernels; JSON to a file",
         )
-    )
-    # the CLI as a user meets it: one command per GPU, DuckDB attempts first
-    scratch = tools / "nsys-ai-scratch"
-    total, rss, fell_back = 0.0, 0, False
-    for device in devices_of(export):
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir()
-        link = scratch / export.name
-        link.symlink_to(export)
+    outs = {j: scratch / f"ranks-j{j}.json" for j in (1, 2)}
+
+    def one(jobs: int) -> Outcome:
+        out = outs[jobs]
+        out.unlink(missing_ok=True)
         run = measure(
-            [
-                str(py.parent / "nsys-ai"),
-                "overlap",
-                str(link),
-                "--gpu",
-                str(device),
-                "--trim",
-                "0",
-                "1000000",
-            ],
-            capture=True,
+            [*nsysmoe_cmd(str(ex.rank_dir), out=str(out)), "--jobs", str(jobs)], poll_tree=True
         )
         if run.rc != 0:
-            report.add(Row("peer: nsys-ai CLI", note=f"exit {run.rc}: {run.stderr[-200:]}"))
-            return peer
-        total += run.seconds
-        rss = max(rss, run.max_rss_bytes)
-        fell_back |= "falling back to sqlite3" in run.stderr
-    shutil.rmtree(scratch, ignore_errors=True)
-    how = (
-        "DuckDB sqlite_scanner download failed, then raw sqlite3"
-        if fell_back
-        else "DuckDB path (extension available)"
+            return failure(run)
+        doc = json.loads(out.read_text())
+        failed = failures_in(doc)
+        if failed:
+            return f"{len(failed)} failures: {str(failed[0])[:200]}"
+        read = len(doc.get("traces", [])) if isinstance(doc, dict) else 0
+        return run if read == n else f"{read} traces in the report, {n} rank files"
+
+    plan.steps.append(
+        (f"{n} ranks --jobs 1, 2", lambda r: {"ranks.j1": one(1), "ranks.j2": one(2)})
     )
-    report.add(Row("  nsys-ai overlap CLI, cold, one run per GPU", total, rss, how))
-    return peer
+    plan.ratios.append(Ratio(f"{n} ranks: --jobs 2 / --jobs 1", "ranks.j2", "ranks.j1"))
 
 
-def interval_rows(report: Report, tools: Path, export: Path) -> None:
-    deps = pip_target(tools, "intervaltree")
-    if deps is None:
-        report.add(Row("intervaltree vs IntervalSet", note="pip install intervaltree failed"))
+def kineto_steps(plan: Plan, work: Path, tools: Path, skip_peer: bool) -> None:
+    trace = kineto.shared_dir() / "traces/kineto/nccl-ns-resolution/nccl_data.json.gz"
+    if not trace.exists():
+        plan.notes.append(f"no Kineto rows: {trace} missing (set NSYSMOE_SHARED)")
         return
-    print("measuring intervaltree vs IntervalSet …", file=sys.stderr)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(deps), os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        ),
+    warm([trace])
+    plan.add("kineto.nsysmoe", "Kineto: nsysmoe read_kineto", f"{trace.name}, imports included")
+    steps = {"kineto.nsysmoe": [PY, "-c", kineto.NSYSMOE_CHILD, str(trace)]}
+    py, why = (None, "--skip-peer") if skip_peer else kineto.hta_venv(tools)
+    if py is None:
+        plan.notes.append(f"no HTA row: {why}")
+    else:
+        hta_dir = kineto.link_dir(work / "kineto-hta" / "nccl_data", [trace])
+        version = version_of(py, "HolisticTraceAnalysis")
+        plan.add("kineto.hta", f"  HTA {version} loader", "TraceAnalysis(trace_dir=…)")
+        steps["kineto.hta"] = [str(py), "-c", kineto.HTA_CHILD, str(hta_dir)]
+        plan.ratios.append(Ratio("Kineto: nsysmoe / HTA loader", "kineto.nsysmoe", "kineto.hta"))
+
+    def step(_: int) -> dict[str, Outcome]:
+        out: dict[str, Outcome] = {}
+        for key, cmd in steps.items():
+            run = measure(cmd, capture=True)
+            out[key] = run if run.rc == 0 else failure(run)
+        return out
+
+    plan.steps.append(("Kineto", step))
+
+
+def scaling_steps(plan: Plan, ex: Exports) -> list[tuple[int, str]]:
+    """(kernels, measure key) per scaling point; the big export's point is ``analyze``."""
+    points = []
+    for path, kernels in sorted(ex.scaling.items(), key=lambda kv: kv[1]):
+        if path == ex.off:
+            points.append((kernels, "analyze"))
+            continue
+        key = f"scale.{kernels}"
+        plan.add(key, f"analyze {path.name}", "scaling point, json -o /dev/null")
+        plan.steps.append((f"scaling {kernels / 1e6:.2f}M", cmd_step(key, nsysmoe_cmd(str(path)))))
+        points.append((kernels, key))
+    return points
+
+
+# --------------------------------------------------------------------------------------------
+# the header
+
+
+def machine() -> dict[str, Any]:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = next(
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    code = (
+        "import nsysmoe, polars, numpy; from nsysmoe._version import __version__ as v; "
+        "print(v, nsysmoe.__file__, polars.__version__, numpy.__version__)"
+    )
+    version, where, polars, numpy = subprocess.run(
+        [PY, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    checkout = Path(where).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True)
+        return r.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "?"
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "nsysmoe"))
+    cli = shutil.which("sqlite3")
+    sqlite_version = (
+        subprocess.run([cli, "--version"], capture_output=True, text=True).stdout.split()[:1]
+        if cli
+        else []
+    )
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": platform.node(),
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(mem / 2**30, 1),
+        "load_start": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "nsysmoe": version,
+        "nsysmoe_checkout": str(checkout),
+        "nsysmoe_commit": commit + ("+dirty" if dirty else ""),
+        "polars": polars,
+        "numpy": numpy,
+        "sqlite3_cli": sqlite_version[0] if sqlite_version else "missing",
     }
-    run = measure([PY, str(BENCH / "interval_peer.py"), str(export)], env=env, capture=True)
-    if run.rc != 0:
-        report.add(Row("intervaltree vs IntervalSet", note=f"failed: {run.stderr[-300:]}"))
-        return
-    result = json.loads(run.stdout)
-    report.details["intervals"] = result
-    s = result["seconds"]
-    gpus = len(result["gpus"])
-    report.add(
-        Row(
-            f"interval part, {gpus} GPUs: nsysmoe IntervalSet (numpy)",
-            s["intervalset"],
-            note="⋃comm, ⋃compute, |⋃comm ∩ ⋃compute| per GPU",
-        )
-    )
-    report.add(
-        Row(
-            "  same with PyPI intervaltree",
-            s["intervaltree"],
-            note=f"same answers (asserted); {s['intervaltree'] / s['intervalset']:.0f}× slower",
-        )
-    )
-
-
-def rank_rows(report: Report, rank_dir: Path, ranks: list[Path], kernels: int, rep: int) -> None:
-    help_text = subprocess.run(
-        [PY, "-m", "nsysmoe", "analyze", "--help"], capture_output=True, text=True
-    ).stdout
-    n = len(ranks)
-    label = f"nsysmoe on {n} rank files ({kernels / 1e3:.0f}k kernels each)"
-    if "--jobs" in help_text:
-        jobs = str(os.cpu_count() or 1)
-        print(f"measuring nsysmoe analyze DIR --jobs {jobs} …", file=sys.stderr)
-        try:
-            run = best_of([*nsysmoe_cmd(str(rank_dir)), "--jobs", jobs], rep, poll_tree=True)
-            report.add(
-                Row(
-                    label,
-                    run.seconds,
-                    run.max_rss_bytes,
-                    f"analyze DIR --jobs {jobs}; tree peak {gb(run.tree_rss_bytes)} GB",
-                )
-            )
-            return
-        except RuntimeError as exc:
-            print(f"analyze DIR --jobs failed ({exc}); looping over files", file=sys.stderr)
-    print(f"measuring nsysmoe analyze on {n} files, one process each …", file=sys.stderr)
-    total, rss = 0.0, 0
-    for path in ranks:
-        run = best_of(nsysmoe_cmd(str(path)), 1)
-        total += run.seconds
-        rss = max(rss, run.max_rss_bytes)
-    report.add(
-        Row(
-            label,
-            total,
-            rss,
-            f"CLI has no directory/--jobs mode: a sequential loop, {total / n:.2f} s per file",
-        )
-    )
 
 
 # --------------------------------------------------------------------------------------------
 # output
 
 
-def print_table(report: Report) -> None:
-    headers = ("measurement", "wall s", "peak RSS GB", "value", "target", "result", "note")
-    lines = []
-    for r in report.rows:
-        lines.append(
-            (
-                r.label,
-                f"{r.seconds:.2f}" if r.seconds is not None else "",
-                gb(r.rss_bytes) if r.rss_bytes else "",
-                r.value,
-                r.target,
-                r.verdict,
-                r.note,
-            )
-        )
+def s_(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "–"
+
+
+def gb(n: float | None) -> str:
+    return f"{n / GB:.2f}" if n else "–"
+
+
+def table(headers: tuple[str, ...], lines: list[tuple[str, ...]], right: set[int]) -> str:
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-    right = {1, 2, 3}
 
     def fmt(cells: tuple[str, ...]) -> str:
         return "  ".join(
@@ -643,65 +323,266 @@ def print_table(report: Report) -> None:
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
-    print(fmt(headers))
-    print("  ".join("-" * w for w in widths))
-    for line in lines:
-        print(fmt(line))
+    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths), *map(fmt, lines)])
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else "PASS" if ok else "FAIL"
+
+
+def report(
+    plan: Plan,
+    ex: Exports,
+    info: dict[str, Any],
+    rounds: int,
+    points: list[tuple[int, str]],
+) -> dict[str, Any]:
+    """Print the tables; return everything as one JSON-able dict."""
+    m = plan.measures
+    c = ex.counts
+    print(f"nsysmoe speed benchmark, {info['date']}, {rounds} rounds")
+    print(
+        f"machine: {info['host']}, {info['cores']} cores ({info['cpu']}), {info['ram_gib']} GiB "
+        f"RAM; load average {info['load_start']:.1f} at start, {info['load_end']:.1f} at end"
+    )
+    print(
+        f"python {info['python']}, polars {info['polars']}, numpy {info['numpy']}, sqlite3 CLI "
+        f"{info['sqlite3_cli']}; nsysmoe {info['nsysmoe']} from {info['nsysmoe_checkout']} "
+        f"(commit {info['nsysmoe_commit']})"
+    )
+    print(
+        f"OFF = {ex.off.name}: {c['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, "
+        f"{c['CUPTI_ACTIVITY_KIND_RUNTIME']:,} CUDA API rows, {c['NVTX_EVENTS']:,} NVTX rows, "
+        f"{ex.off.stat().st_size / 1e6:.0f} MB; ON = {ex.on.name} (overlap on)"
+    )
+    print(
+        "each round runs every row once, in this order; s = subprocess wall seconds, cpu = user"
+        " + sys of the child (and its reaped children), RSS = largest ru_maxrss of the rounds\n"
+    )
+    lines = []
+    for x in m.values():
+        tree = x.peak_tree_rss()
+        note = x.what + (f"; tree peak {gb(tree)} GB" if tree > 1.2 * (x.peak_rss() or 0) else "")
+        if x.errors:
+            note += f"; {len(x.errors)} FAILED: {x.errors[0]}"
+        lines.append(
+            (
+                x.label,
+                str(len(x.samples)),
+                s_(x.min()),
+                s_(x.median()),
+                s_(x.median("cpu_seconds")),
+                gb(x.peak_rss()),
+                note,
+            )
+        )
+    heads = ("measure", "N", "min s", "median s", "median cpu s", "peak RSS GB", "what")
+    print(table(heads, lines, {1, 2, 3, 4, 5}))
+
+    ratios = [fill_ratio(r, m) for r in plan.ratios if r.num in m and r.den in m]
+    lines = [
+        (
+            r.label,
+            str(len(r.values)),
+            f"{min(r.values):.2f}×" if r.values else "–",
+            f"{statistics.median(r.values):.2f}×" if r.values else "–",
+            r.target or "–",
+            r.verdict(),
+        )
+        for r in ratios
+    ]
+    targets: list[dict[str, Any]] = []
+
+    def target(label: str, value: float | None, shown: str, limit: str, ok: bool | None) -> None:
+        lines.append((label, "", "", shown, limit, verdict(ok)))
+        targets.append({"label": label, "value": value, "target": limit, "verdict": verdict(ok)})
+
+    for key, limit, label in (
+        ("cache.repeat", REPEAT_LIMIT_S, "repeat run (--cache), median"),
+        ("help.main", HELP_LIMIT_S, "python -m nsysmoe --help, median"),
+        ("help.analyze", HELP_LIMIT_S, "nsysmoe analyze --help, median"),
+    ):
+        med = m[key].median() if key in m else None
+        ok = None if med is None else med <= limit
+        target(label, med, f"{s_(med)} s", f"≤ {limit} s", ok)
+    rss = m["analyze"].peak_rss()
+    per_m = rss / (c["CUPTI_ACTIVITY_KIND_KERNEL"] / 1e6) if rss else None
+    ok = None if per_m is None else per_m <= RSS_PER_M_LIMIT
+    target("analyze peak RSS per 1M kernels", per_m, f"{gb(per_m)} GB", "≤ 1 GB", ok)
+    scaling = scaling_table(m, points)
+    exp, local = scaling["exponent"], scaling["exponent_last_doubling"]
+    ok = None if exp is None else max(exp, local or exp) <= LINEAR_EXPONENT
+    shown = f"{exp:.2f} (last step {local:.2f})" if exp is not None and local else "–"
+    target("scaling exponent of analyze s", exp, shown, f"≤ {LINEAR_EXPONENT}", ok)
+    print()
+    heads = ("ratio / target (per-round pairs)", "N", "min", "median", "target", "result")
+    print(table(heads, lines, {1, 2, 3}))
+    mismatch = plan.cache_mismatch
+    if mismatch is not None and m["cache.repeat"].samples:
+        said = f"DIFFERS in rounds {mismatch}" if mismatch else "byte-identical in every round"
+        plan.notes.append(f"repeat-run JSON vs the first run's: {said}")
+    print()
+    print(scaling["text"])
+    for note in plan.notes:
+        print(f"note: {note}")
+    return {
+        "header": info,
+        "measures": {
+            k: {**asdict(x), "min": x.min(), "median": x.median(), "peak_rss": x.peak_rss()}
+            for k, x in m.items()
+        },
+        "ratios": [
+            {
+                **asdict(r),
+                "median": statistics.median(r.values) if r.values else None,
+                "verdict": r.verdict(),
+            }
+            for r in ratios
+        ],
+        "targets": targets,
+        "scaling": {k: v for k, v in scaling.items() if k != "text"},
+        "notes": plan.notes,
+    }
+
+
+def scaling_table(m: dict[str, Measure], points: list[tuple[int, str]]) -> dict[str, Any]:
+    """Time and RSS per size (min of the rounds), the fitted exponent, a verdict."""
+    rows = [(k, m[key].min(), m[key].peak_rss()) for k, key in points if key in m]
+    rows = [(k, t, r) for k, t, r in rows if t is not None]
+    exp = fit_exponent([k for k, _, _ in rows], [t for _, t, _ in rows])
+    rss_exp = fit_exponent([k for k, _, _ in rows], [r for _, _, r in rows])
+    local = None
+    if len(rows) >= 2:
+        (k1, t1, _), (k2, t2, _) = rows[-2], rows[-1]
+        local = fit_exponent([k1, k2], [t1, t2])
+    lines = [
+        (f"{k:,}", s_(t), f"{t / (k / 1e6):.2f}", gb(r), gb(r / (k / 1e6)) if r else "–")
+        for k, t, r in rows
+    ]
+    heads = ("kernels", "min s", "s per 1M kernels", "peak RSS GB", "RSS GB per 1M kernels")
+    text = "scaling: nsysmoe analyze FILE --format json -o /dev/null, same generator and shape\n"
+    text += table(heads, lines, {0, 1, 2, 3, 4}) if lines else "(no scaling points)"
+    if exp is not None:
+        ok = max(exp, local or exp) <= LINEAR_EXPONENT
+        text += (
+            f"\nfitted exponent (least squares of log s on log kernels): {exp:.2f}; between the"
+            f" two largest: {local:.2f}; RSS exponent {rss_exp:.2f} -> "
+            f"{'linear' if ok else 'NOT linear'} (limit {LINEAR_EXPONENT}, both time exponents)"
+        )
+    return {
+        "points": [{"kernels": k, "min_s": t, "peak_rss": r} for k, t, r in rows],
+        "exponent": exp,
+        "exponent_last_doubling": local,
+        "rss_exponent": rss_exp,
+        "text": text,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# once-only extras
+
+
+def interval_row(tools: Path, export: Path) -> str:
+    """nsysmoe's IntervalSet against PyPI intervaltree on the export's kernels (one run)."""
+    deps = pip_target(tools, "intervaltree")
+    if deps is None:
+        return "intervaltree vs IntervalSet: pip install intervaltree failed"
+    path = os.pathsep.join(p for p in (str(deps), os.environ.get("PYTHONPATH", "")) if p)
+    run = measure(
+        [PY, str(BENCH / "interval_peer.py"), str(export)],
+        env={**os.environ, "PYTHONPATH": path},
+        capture=True,
+    )
+    if run.rc != 0:
+        return f"intervaltree vs IntervalSet: {failure(run)}"
+    s = json.loads(run.stdout)["seconds"]
+    return (
+        f"interval part (⋃comm, ⋃compute, ‖∩‖ per GPU), one run: IntervalSet "
+        f"{s['intervalset']:.2f} s, PyPI intervaltree {s['intervaltree']:.2f} s "
+        f"({s['intervaltree'] / s['intervalset']:.0f}× slower, same answers)"
+    )
 
 
 def hotspots(export: Path, top: int) -> None:
-    print(f"\nwhere nsysmoe analyze spends its time ({export.name}, json output):")
-    subprocess.run(
-        [
-            PY,
-            str(BENCH / "stage_times.py"),
-            "--top",
-            str(top),
-            "--",
-            "analyze",
-            str(export),
-            "--format",
-            "json",
-            "-o",
-            os.devnull,
-        ],
-        stderr=sys.stdout,
-        stdout=subprocess.DEVNULL,
-        check=False,
-    )
+    print(f"\nwhere nsysmoe analyze spends its time ({export.name}, json output):", flush=True)
+    cmd = [
+        PY,
+        str(BENCH / "stage_times.py"),
+        "--top",
+        str(top),
+        "--",
+        "analyze",
+        str(export),
+        "--format",
+        "json",
+        "-o",
+        os.devnull,
+    ]
+    subprocess.run(cmd, stderr=sys.stdout, stdout=subprocess.DEVNULL, check=False)
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small exports (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="small exports, 2 rounds (smoke)")
     parser.add_argument(
-        "--work",
-        type=Path,
-        default=BENCH / ".work",
-        help="cache of generated exports and tools [bench/.work]",
+        "--work", type=Path, default=BENCH / ".work", help="exports, tools, results [bench/.work]"
     )
-    parser.add_argument("--repeat", type=int, default=1, help="runs per command; best is shown")
-    parser.add_argument("--skip-peer", action="store_true", help="skip nsys-ai (needs PyPI)")
+    parser.add_argument("--repeat", type=int, help="rounds (default 3, --quick 2)")
+    parser.add_argument("--skip-peer", action="store_true", help="no nsys-ai / HTA (needs PyPI)")
+    parser.add_argument("--skip-scaling", action="store_true", help="no scaling exports")
     parser.add_argument(
-        "--hotspots",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="print nsysmoe's slowest functions (auto: when a target fails)",
+        "--intervaltree", action="store_true", help="also time PyPI intervaltree (one run)"
     )
+    parser.add_argument("--hotspots", action="store_true", help="print nsysmoe's slowest functions")
     args = parser.parse_args()
-    report = run_bench(args)
+    rounds = args.repeat or (2 if args.quick else 3)
+    sizes = QUICK if args.quick else FULL
+    work: Path = (args.work / ("quick" if args.quick else "full")).resolve()
+    tools: Path = (args.work / "tools").resolve()
+    scratch = work / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+
+    ex = make_exports(sizes, work)
+    print(f"exports: {ex.generated} generated ({ex.seconds:.0f} s) in {work}", file=sys.stderr)
+    t_start = time.perf_counter()
+    info = machine()
+    cli, why = sqlite3_cli()
+    help_text = subprocess.run(
+        [PY, "-m", "nsysmoe", "analyze", "--help"], capture_output=True, text=True
+    ).stdout
+    plan = Plan()
+    help_steps(plan)
+    analyze_steps(plan, ex, cli, why)
+    if not args.skip_peer:
+        nsysai_steps(plan, ex, tools)
+    ab_steps(plan, ex)
+    cache_steps(plan, ex, scratch, help_text)
+    rank_steps(plan, ex, scratch)
+    kineto_steps(plan, scratch, tools, args.skip_peer)
+    points = [] if args.skip_scaling else scaling_steps(plan, ex)
+    if args.skip_scaling:
+        points = [(ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"], "analyze")]
+    warm([ex.off, ex.on, *ex.ranks, *ex.scaling])
+    print(f"measuring: {rounds} rounds of {len(plan.steps)} steps", file=sys.stderr)
+    done = run_rounds(plan.measures, plan.steps, rounds)
+    if done < rounds or any(len(m.samples) < done for m in plan.measures.values()):
+        plan.notes.append(f"rounds: {done} of {rounds} begun (interrupted or a row failed)")
+    if args.intervaltree:
+        plan.notes.append(interval_row(tools, ex.off))
+    info["load_end"] = os.getloadavg()[0]
+    took = time.perf_counter() - t_start
     print()
-    print_table(report)
-    work = args.work / ("quick" if args.quick else "full")
-    (work / "results.json").write_text(
-        json.dumps(
-            {"rows": [asdict(r) for r in report.rows], **report.details}, indent=1, default=str
-        )
-    )
-    failed = any(r.verdict == "FAIL" for r in report.rows)
-    if report.export and (args.hotspots == "always" or (args.hotspots == "auto" and failed)):
-        hotspots(report.export, top=20)
-    print(f"\nresults: {work / 'results.json'}")
+    results = report(plan, ex, info, rounds, points)
+    print(f"\nbench took {took:.0f} s (generation {ex.seconds:.0f} s not counted)")
+    results["seconds"] = took
+    out = work / "results.json"
+    out.write_text(json.dumps(results, indent=1, default=str))
+    if args.hotspots:
+        hotspots(ex.off, top=25)
+    print(f"results: {out}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Time ``nsysmoe analyze`` on exports, beside the floor: reading the same columns with sqlite3.
+"""Time ``nsysmoe analyze`` on exports beside the floor: sqlite3 decoding the same columns.
 
     python bench/time_analyze.py [FILES...]   (default: the largest shared export)
 
@@ -15,16 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+from floor import command as floor_command
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nsys"
-FLOOR_SQL = (
-    "SELECT start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName "
-    "FROM CUPTI_ACTIVITY_KIND_KERNEL; "
-    "SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes "
-    "FROM CUPTI_ACTIVITY_KIND_MEMCPY; "
-    "SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME; "
-    "SELECT start, end, eventType, text, textId, globalTid, endGlobalTid, domainId "
-    "FROM NVTX_EVENTS;"
-)
 
 
 def best_of(cmd: list[str], repeat: int) -> float:
@@ -48,8 +41,7 @@ def main() -> None:
         analyze = best_of([sys.executable, "-m", "nsysmoe", "analyze", str(path)], args.repeat)
         floor = None
         if sqlite3_cli:
-            uri = f"file:{path.resolve()}?immutable=1"
-            floor = best_of([sqlite3_cli, "-readonly", uri, FLOOR_SQL], args.repeat)
+            floor = best_of(floor_command(sqlite3_cli, path), args.repeat)
         ratio = f"{analyze / floor:6.1f}" if floor else "   n/a"
         floor_text = f"{floor:15.3f}" if floor else f"{'no sqlite3':>15}"
         mb = path.stat().st_size / 1e6

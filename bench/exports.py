@@ -1,0 +1,135 @@
+"""The benchmark's inputs: the A/B pair, the many-rank directory and the scaling exports.
+
+Generated once by ``gen_exports.py`` and reused while their parameter sidecars match. The
+sidecars live under ``WORK/meta/`` (one JSON per export, same relative path), never beside the
+exports: ``analyze DIR`` must see rank files only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gen_exports import ExportParams, Job, ensure_many
+
+KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+LEFTOVERS = (".json", ".tmp")  # what older benches or interrupted runs left in a rank dir
+
+
+@dataclass(frozen=True)
+class Sizes:
+    processes: int
+    kernels_per_process: int  # of the A/B pair ("off" is also one scaling point)
+    layers: int
+    ranks: int
+    rank_kernels: int
+    rank_layers: int
+    scaling: tuple[int, ...]  # kernels per process of each scaling export
+
+
+FULL = Sizes(
+    processes=2,
+    kernels_per_process=500_000,
+    layers=24,
+    ranks=64,
+    rank_kernels=20_000,
+    rank_layers=4,
+    scaling=(50_000, 250_000, 500_000, 1_000_000),
+)
+QUICK = Sizes(
+    processes=2,
+    kernels_per_process=20_000,
+    layers=24,
+    ranks=8,
+    rank_kernels=4_000,
+    rank_layers=4,
+    scaling=(5_000, 10_000, 20_000, 40_000),
+)
+
+
+@dataclass(frozen=True)
+class Exports:
+    off: Path  # the big export, overlap off (the "analyze" input)
+    on: Path  # the same run with overlap on
+    rank_dir: Path  # exactly ``ranks`` rank files, nothing else
+    ranks: list[Path]
+    counts: dict[str, int]  # rows per table of ``off``
+    rank_kernels: int  # kernels in one rank file
+    scaling: dict[Path, int]  # scaling export -> its kernel rows (``off`` among them)
+    generated: int  # files generated this time
+    seconds: float  # time spent generating / checking
+
+
+def _meta(work: Path, path: Path) -> Path:
+    return work / "meta" / path.relative_to(work).with_suffix(".json")
+
+
+def _clean_rank_dir(rank_dir: Path, ranks: list[Path]) -> None:
+    """Remove what an older bench left beside the rank files; refuse anything else."""
+    wanted = {p.name for p in ranks}
+    for entry in rank_dir.iterdir():
+        if entry.name in wanted:
+            continue
+        if entry.is_file() and entry.suffix in LEFTOVERS:
+            entry.unlink()
+            continue
+        sys.exit(f"{rank_dir} holds {entry.name}, which is not a rank export: remove it")
+
+
+def make_exports(sizes: Sizes, work: Path) -> Exports:
+    """Generate (or reuse) every input, two files at a time."""
+    big = ExportParams(
+        processes=sizes.processes,
+        kernels_per_process=sizes.kernels_per_process,
+        layers=sizes.layers,
+        dispatcher="hybridep",
+        overlap=False,
+        seed=4,
+    )
+    off, on = work / "moe-off.sqlite", work / "moe-on.sqlite"
+    rank_dir = work / f"ranks{sizes.ranks}"
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    ranks = [rank_dir / f"rank{r:02d}.sqlite" for r in range(sizes.ranks)]
+    jobs: list[Job] = [
+        (off, big, _meta(work, off)),
+        (on, replace(big, overlap=True), _meta(work, on)),
+    ]
+    for r, path in enumerate(ranks):
+        rank = ExportParams(
+            processes=1,
+            kernels_per_process=sizes.rank_kernels,
+            layers=sizes.rank_layers,
+            dispatcher="deepep",
+            overlap=True,
+            seed=100 + r,
+            first_pid=1_400_000 + 211 * r,
+            first_device=r % 8,
+        )
+        jobs.append((path, rank, _meta(work, path)))
+    scale_paths = []
+    for per_process in sizes.scaling:
+        if per_process == sizes.kernels_per_process:
+            scale_paths.append(off)  # same generator, same parameters: the same file
+            continue
+        path = work / "scale" / f"kernels{per_process * sizes.processes}.sqlite"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scale_paths.append(path)
+        jobs.append((path, replace(big, kernels_per_process=per_process), _meta(work, path)))
+    t0 = time.perf_counter()
+    made = ensure_many(jobs, workers=min(2, os.cpu_count() or 1))
+    counts = {path: c for (path, _, _), (_, c) in zip(jobs, made, strict=True)}
+    _clean_rank_dir(rank_dir, ranks)
+    return Exports(
+        off=off,
+        on=on,
+        rank_dir=rank_dir,
+        ranks=ranks,
+        counts=counts[off],
+        rank_kernels=counts[ranks[0]][KERNELS],
+        scaling={p: counts[p][KERNELS] for p in scale_paths},
+        generated=sum(g for g, _ in made),
+        seconds=time.perf_counter() - t0,
+    )
