@@ -79,7 +79,9 @@ def _launched_ops(trace: Trace) -> pl.DataFrame:
     """GPU ops with their launching API call's start (the trace's shared launch join), sorted
     for an as-of join; ops without a launch row are left out."""
     ops = launches_of(trace).ops.select("pid", "start", "end", "api_start")
-    return ops.filter(pl.col("api_start").is_not_null()).sort("pid", "api_start")
+    # by launch time alone: sorted within each pid too, as the as-of join by pid needs, and a
+    # one-key sort is several times cheaper than a two-key one
+    return ops.filter(pl.col("api_start").is_not_null()).sort("api_start")
 
 
 def _with_periods(table: pl.DataFrame) -> pl.DataFrame:

@@ -32,7 +32,8 @@ def brute(ops: list[dict], runtime: list[dict]) -> list[tuple]:
             return tuple((v is None, v or 0) for v in (r["start"], r["tid"], r["end"]))
 
         best = min(rows, key=order) if rows else None
-        out.append((None, None, None) if best is None else (best["start"], best["end"], best["tid"]))
+        found = (best["start"], best["end"], best["tid"]) if best else (None, None, None)
+        out.append(found)
     return out
 
 
@@ -53,7 +54,8 @@ def tables(draw: st.DrawFn, wide: bool = False) -> tuple[list[dict], list[dict],
 
     def call() -> dict:
         start = draw(st.one_of(st.none(), t) | t)
-        return {"pid": draw(pid), "tid": draw(st.one_of(st.none(), st.integers(0, 2)) | st.integers(0, 2)),
+        tid = st.one_of(st.none(), st.integers(0, 2)) | st.integers(0, 2)
+        return {"pid": draw(pid), "tid": draw(tid),
                 "start": start, "end": draw(st.one_of(st.none(), t) | t),
                 "corr_id": draw(corr)}  # fmt: skip
 
