@@ -184,8 +184,9 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         share = idle_host_ns / idle_ns if idle_ns else None
         return walls.Context(dispatcher, frozenset(mine["channel"]), share, trace.source_format)
 
+    markers = walls.oom_markers(trace.nvtx)
     gpu_walls = tuple(_gpu_wall(trace, row, context(row["idle_host_ns"] or 0, row["idle_ns"],
-                                                    row["pid"]))
+                                                    row["pid"]), markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
     total = totals(gpus)
     iterations = iteration_table(kernels, trace.memops, steps, kept)
@@ -278,10 +279,11 @@ def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:
     return (note,)
 
 
-def _gpu_wall(trace: Trace, row: dict, ctx: walls.Context) -> WallVerdict:
+def _gpu_wall(trace: Trace, row: dict, ctx: walls.Context, markers: dict[int, int]) -> WallVerdict:
+    """``markers``: :func:`walls.oom_markers` of the trace."""
     key = (pl.col("pid") == row["pid"]) & (pl.col("device") == row["device"])
     info = trace.gpus.filter(key)
     total = info["total_memory_bytes"][0] if len(info) else None
-    names = trace.nvtx.filter(pl.col("pid") == row["pid"])["name"]
-    mem = walls.memory_evidence(trace.memory_events.filter(key), total, names, trace.source_format)
+    mem = walls.memory_evidence(trace.memory_events.filter(key), total, None,
+                                trace.source_format, markers=markers.get(row["pid"]))  # fmt: skip
     return walls.verdict(row["span_ns"], row["idle_ns"], row["exposed_ns"], mem, ctx)
