@@ -62,21 +62,29 @@ def launch_table(
         pl.col("tid").alias("api_tid"),
     ).drop_nulls(["pid", "corr_id", "api_start"]).cast(pl.Int64)  # fmt: skip
     key = _key(calls["pid"].to_numpy(), calls["corr_id"].to_numpy(), ops)
-    if key is None:  # ids outside the combined key's ranges: a two-column join
-        unique = not calls.select("pid", "corr_id").is_duplicated().any()
-        on: list[str] = ["pid", "corr_id"]
-    else:
+    api = ["api_start", "api_end", "api_tid"]
+    if key is not None:
         call_key, op_key = key
-        unique = bool(np.all(np.diff(np.sort(call_key)) != 0))
-        calls = calls.with_columns(_key=call_key)
-        ops = ops.with_columns(_key=op_key)
-        on = ["_key"]
+        order = np.argsort(call_key, kind="stable")  # runtime rows come nearly in key order
+        sorted_key = call_key[order]
+        if not np.any(sorted_key[1:] == sorted_key[:-1]):  # the usual case: a lookup by search
+            if sorted_key.size:
+                at = np.minimum(np.searchsorted(sorted_key, op_key), sorted_key.size - 1)
+                found = pl.Series(sorted_key[at] == op_key)
+                row = pl.select(pl.when(found).then(pl.Series(order[at]))).to_series()
+                matched = calls.select(pl.col(api).gather(row))
+            else:
+                matched = pl.select(pl.repeat(None, len(ops), dtype=pl.Int64).alias(c) for c in api)
+            return Launches(pl.concat([ops, matched], how="horizontal"), len(kernels), True)
+        calls, ops = calls.with_columns(_key=call_key), ops.with_columns(_key=op_key)
+        on, unique = ["_key"], False
+    else:  # ids outside the combined key's ranges: a two-column join
+        on = ["pid", "corr_id"]
+        unique = not calls.select(on).is_duplicated().any()
     if not unique:
-        calls = calls.sort([*on, "api_start", "api_tid", "api_end"], nulls_last=True).unique(
-            on, keep="first", maintain_order=True
-        )
-    calls = calls.select(*on, "api_start", "api_end", "api_tid")
-    out = ops.join(calls, on=on, how="left", maintain_order="left")
+        calls = calls.sort([*on, *api], nulls_last=True).unique(
+            on, keep="first", maintain_order=True)  # fmt: skip
+    out = ops.join(calls.select(*on, *api), on=on, how="left", maintain_order="left")
     return Launches(out.select(list(LAUNCH_SCHEMA)), len(kernels), unique)
 
 
