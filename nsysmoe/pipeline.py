@@ -31,15 +31,22 @@ from nsysmoe.measure.collectives import (
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.graphs import graph_summary
 from nsysmoe.measure.idle import (
+    OPS_SCHEMA,
     gaps,
     idle_per_iteration,
     idle_split_per_gpu,
     largest_gaps,
-    launch_starts,
 )
 from nsysmoe.measure.iterations import iteration_table
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.launch import contract_config
+from nsysmoe.measure.launch_calls import (
+    Launches,
+    launch_table,
+    launches_of,
+    only_processes,
+    remember,
+)
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
 from nsysmoe.measure.phases import layer_totals, phase_pattern, phase_tables, phase_totals
@@ -80,9 +87,11 @@ def rank_pid(trace: Trace, rank: int) -> int:
 
 
 def restrict(source: ClassifiedTrace, pids: list[int]) -> ClassifiedTrace:
-    """A classified trace of these processes only (no kernel classified again)."""
-    return ClassifiedTrace(source.trace.only_processes(pids),
-                           source.kernels.filter(pl.col("pid").is_in(pids)),
+    """A classified trace of these processes only (no kernel classified again, no launch
+    call joined again: the restricted trace takes its share of the whole one's join)."""
+    trace = source.trace.only_processes(pids)
+    remember(trace, only_processes(launches_of(source.trace), pids))
+    return ClassifiedTrace(trace, source.kernels.filter(pl.col("pid").is_in(pids)),
                            source.rules_source)  # fmt: skip
 
 
@@ -156,7 +165,8 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
             "widen --window (GPU work spans "
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
-    ops = launch_starts(kernels, trace.memops, trace.runtime)
+    launches = _launches(source)
+    ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops)
     window_gaps = gaps(window_ops)  # the whole timeline's gaps too, unless a time window cuts
     split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
@@ -174,16 +184,19 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         share = idle_host_ns / idle_ns if idle_ns else None
         return walls.Context(dispatcher, frozenset(mine["channel"]), share, trace.source_format)
 
+    markers = walls.oom_markers(trace.nvtx)
     gpu_walls = tuple(_gpu_wall(trace, row, context(row["idle_host_ns"] or 0, row["idle_ns"],
-                                                    row["pid"]))
+                                                    row["pid"]), markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
     total = totals(gpus)
     iterations = iteration_table(kernels, trace.memops, steps, kept)
     step_channels = _step_channels(kernels, steps, kept, iterations)
     idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
                                     None if window.bounded else window_gaps)  # fmt: skip
+    launched = launches.kernels.select("api_tid", "api_start", "api_end")
     phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
-                                  phase_pattern(scope.phase))  # fmt: skip
+                                  phase_pattern(scope.phase),
+                                  launched=launched if launches.unique else None)  # fmt: skip
     arrived = arrivals(in_window, process_windows(steps, kept))
     busy = compute_under_comm(in_window)
     offset, basis = clock_offset(trace.session_start_ns, origin)
@@ -233,6 +246,14 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
     )
 
 
+def _launches(source: ClassifiedTrace) -> Launches:
+    """The trace's shared launch join (its kernel rows are the classified kernels' rows)."""
+    launches = launches_of(source.trace)
+    if launches.n_kernels == len(source.kernels):
+        return launches
+    return launch_table(source.kernels, source.trace.memops, source.trace.runtime)
+
+
 def _step_channels(kernels: pl.DataFrame, steps: Steps, kept: list[int],
                    iterations: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
     """Per (iteration, channel), all GPUs together, with what is still on the table."""
@@ -258,10 +279,11 @@ def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:
     return (note,)
 
 
-def _gpu_wall(trace: Trace, row: dict, ctx: walls.Context) -> WallVerdict:
+def _gpu_wall(trace: Trace, row: dict, ctx: walls.Context, markers: dict[int, int]) -> WallVerdict:
+    """``markers``: :func:`walls.oom_markers` of the trace."""
     key = (pl.col("pid") == row["pid"]) & (pl.col("device") == row["device"])
     info = trace.gpus.filter(key)
     total = info["total_memory_bytes"][0] if len(info) else None
-    names = trace.nvtx.filter(pl.col("pid") == row["pid"])["name"]
-    mem = walls.memory_evidence(trace.memory_events.filter(key), total, names, trace.source_format)
+    mem = walls.memory_evidence(trace.memory_events.filter(key), total, None,
+                                trace.source_format, markers=markers.get(row["pid"]))  # fmt: skip
     return walls.verdict(row["span_ns"], row["idle_ns"], row["exposed_ns"], mem, ctx)

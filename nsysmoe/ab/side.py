@@ -8,6 +8,7 @@ import polars as pl
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.kernels import compute_kernel_stats, names_in_window
+from nsysmoe.measure.launch_calls import launches_of
 from nsysmoe.measure.nvtx import NVTX_NOISE, display_name
 from nsysmoe.measure.projection import project_nvtx, projected_totals
 from nsysmoe.results import Side, TraceAnalysis
@@ -35,7 +36,8 @@ def measure_side(label: str, analysis: TraceAnalysis) -> Side:
         pl.col("name").str.contains(MOE_PHASE_PATTERN)
         | display_name().str.contains(MOE_PHASE_PATTERN)
     )
-    projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime)
+    projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime,
+                             launches=launches_of(trace))  # fmt: skip
     phases_gpu = projected_totals(
         projected.with_columns(pl.col("name").str.replace_all(NVTX_NOISE, ""))
     )

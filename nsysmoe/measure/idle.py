@@ -38,6 +38,7 @@ import polars as pl
 
 from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.measure.iterations import assign
+from nsysmoe.measure.launch_calls import launch_table
 from nsysmoe.measure.nvtx import display_name
 
 HOST, DEPENDENCY, OTHER = "host", "dependency", "other"
@@ -78,18 +79,7 @@ def launch_starts(
     stands for the call: a gap is host-bound only if even the first sign of the launch came late.
     Null corr ids never match (polars joins do not equate nulls).
     """
-    cols = ["pid", "device", "start", "end", "corr_id"]
-    ops = pl.concat([kernels.select(cols), memops.select(cols)]).cast({c: pl.Int64 for c in cols})
-    calls = (
-        runtime.select("pid", "corr_id", pl.col("start").alias("api_start"), pl.col("tid"))
-        .drop_nulls(["pid", "corr_id", "api_start"])
-        .cast(pl.Int64)
-        .sort("pid", "corr_id", "api_start", "tid", nulls_last=True)
-        .unique(["pid", "corr_id"], keep="first")
-        .rename({"tid": "api_tid"})
-    )
-    out = ops.join(calls, on=["pid", "corr_id"], how="left", maintain_order="left")
-    return out.select(list(OPS_SCHEMA)).cast(OPS_SCHEMA)
+    return launch_table(kernels, memops, runtime).ops.select(list(OPS_SCHEMA))
 
 
 def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
@@ -113,9 +103,7 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
     bounds = ops.group_by(by).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
     # Within a start, the earliest-launched op first (nulls last): the first op of a start is
     # the only one a gap can open before, so it is the deciding one.
-    real = ops.filter(pl.col("end") > pl.col("start")).sort(
-        [*by, "start", "api_start", "api_tid"], nulls_last=True
-    )
+    real = _in_start_order(ops.filter(pl.col("end") > pl.col("start")), by)
     reach = pl.col("end").cum_max().shift(1).over(by)  # end of everything earlier in the group
     real = real.with_columns(g0=reach).join(bounds, on=by, how="left", maintain_order="left")
     g0 = pl.coalesce("g0", "lo")  # the group's first real op: a leading gap from the span start
@@ -144,6 +132,39 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
         api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
     )
     return out.sort([*by, "start_ns"]).select(list(schema)).cast(schema)
+
+
+def _in_start_order(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``ops`` sorted by (``by``, start, api_start, api_tid), nulls last.
+
+    A multi-key sort of a million rows costs seconds, so: one stable sort of one int64 key
+    (the group's index above the start's offset), then a three-key sort of only the rows whose
+    (group, start) ties — they keep their places as a set, so sorting them among themselves
+    finishes the order. Falls back to the plain sort when a start is null or the key does not
+    fit in 63 bits."""
+    keys = [*by, "start", "api_start", "api_tid"]
+    if ops.is_empty() or ops["start"].null_count():
+        return ops.sort(keys, nulls_last=True)
+    groups = ops.select(by).unique().sort(by, nulls_last=True).with_row_index("_g")
+    group = ops.select(by).join(groups, on=by, how="left", maintain_order="left", nulls_equal=True)
+    g = group["_g"].to_numpy().astype(np.int64)
+    start = ops["start"].to_numpy()
+    lo, span = int(start.min()), int(start.max()) - int(start.min())
+    shift = max(span, 1).bit_length()
+    if shift + int(g.max()).bit_length() > 62:
+        return ops.sort(keys, nulls_last=True)
+    key = (g << shift) | (start - lo)
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    tied = np.flatnonzero(k[1:] == k[:-1]) + 1
+    if tied.size:
+        at = np.union1d(tied - 1, tied)
+        rows = order[at]
+        api, tid = (ops[c].gather(rows) for c in ("api_start", "api_tid"))
+        order[at] = rows[np.lexsort((tid.fill_null(0).to_numpy(), tid.is_null().to_numpy(),
+                                     api.fill_null(0).to_numpy(), api.is_null().to_numpy(),
+                                     key[rows]))]  # fmt: skip
+    return ops[order]
 
 
 def _split(ops: pl.DataFrame, by: list[str], g: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -224,28 +245,34 @@ def largest_gaps(
     """
     if gap_table is None:
         gap_table = gaps(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
-    g = gap_table.sort([*GPU, "gap_ns", "start_ns"], descending=[False, False, True, False])
+    # a GPU's ``top`` longest gaps are among those at least as long as its top-th longest:
+    # only they are sorted (a full multi-key sort of a million gaps costs seconds)
+    g = gap_table.filter(pl.col("gap_ns") >= pl.col("gap_ns").top_k(top).min().over(GPU))
+    g = g.sort([*GPU, "gap_ns", "start_ns"], descending=[False, False, True, False])
     g = g.filter(pl.int_range(pl.len()).over(GPU) < top).with_row_index("call_id")
-    ranges = (
-        nvtx.with_row_index("range_id")
-        .with_columns(pl.col("range_id").cast(pl.Int64), name=display_name())
-        .filter(
-            ~pl.col("cross_thread").fill_null(False)
-            & pl.all_horizontal(pl.col("tid", "start", "end").is_not_null())
-        )
-        .select("range_id", "tid", "start", "end", "name")
-    )
+    # only ranges around some gap start can hold one: a searchsorted test per range prunes the
+    # millions of op ranges before anything else is done with them
     calls = g.filter(pl.col("api_tid").is_not_null()).select(
         "call_id",
         pl.col("api_tid").alias("tid"),
         pl.col("start_ns").alias("start"),
         (pl.col("start_ns") + 1).alias("end"),  # [g0, g0 + 1) inside ⇔ start <= g0 < end
     )
-    # only ranges around some gap start can hold one: a searchsorted test per range prunes the
-    # millions of op ranges before the containment join
     t = np.sort(calls["start"].to_numpy())
-    lo, hi = ranges["start"].to_numpy(), ranges["end"].to_numpy()
-    ranges = ranges.filter(np.searchsorted(t, lo, side="left") < np.searchsorted(t, hi, "left"))
+    cols = nvtx.select(
+        usable=~pl.col("cross_thread").fill_null(False)
+        & pl.all_horizontal(pl.col("tid", "start", "end").is_not_null()),
+        lo=pl.col("start").fill_null(0),
+        hi=pl.col("end").fill_null(0),
+    )
+    usable, lo, hi = (cols[c].to_numpy() for c in ("usable", "lo", "hi"))
+    around = usable & (np.searchsorted(t, lo, side="left") < np.searchsorted(t, hi, "left"))
+    ranges = (
+        nvtx.with_row_index("range_id")
+        .filter(around)
+        .with_columns(pl.col("range_id").cast(pl.Int64), name=display_name())
+        .select("range_id", "tid", "start", "end", "name")
+    )
     pairs = enclosing_pairs(ranges.select("range_id", "tid", "start", "end"), calls)
     inner = (
         pairs.join(ranges, on="range_id")

@@ -101,18 +101,27 @@ def memberships(
     kernels: pl.DataFrame, runtime: pl.DataFrame, nvtx: pl.DataFrame, pattern: str
 ) -> pl.DataFrame:
     """(row, range_id, phase): each communication kernel (``row`` = its index in ``kernels``)
-    and every phase range whose name matches ``pattern`` that encloses its launching call."""
+    and every phase range whose name matches ``pattern`` that encloses its launching call.
+
+    ``kernels`` may carry each row's launching call as ``api_tid``, ``api_start``, ``api_end``
+    (the trace's shared launch join, :mod:`nsysmoe.measure.launch_calls`, when no (pid,
+    corr_id) names two runtime rows); without them the calls are joined from ``runtime``."""
     schema = {"row": pl.UInt32, "range_id": pl.UInt32, "phase": pl.String}
     ranges = (
-        nvtx.with_columns(display_name().alias("phase"))
-        .filter(~pl.col("cross_thread").fill_null(False), pl.col("name").str.contains(pattern))
-        .select("tid", "start", "end", "phase")
+        nvtx.filter(~pl.col("cross_thread").fill_null(False), pl.col("name").str.contains(pattern))
+        .select("tid", "start", "end", display_name().alias("phase"))
         .with_row_index("range_id")
     )
     comm = kernels.with_row_index("row").filter(pl.col("class") == COMM)
-    calls = comm.select("row", "pid", "corr_id").join(
-        runtime.select("pid", "corr_id", "tid", "start", "end"), on=["pid", "corr_id"]
-    ).with_row_index("call_id")  # fmt: skip
+    if "api_tid" in kernels.columns:
+        calls = comm.select(
+            "row", pl.col("api_tid").alias("tid"), pl.col("api_start").alias("start"),
+            pl.col("api_end").alias("end"),
+        ).drop_nulls("start").with_row_index("call_id")  # fmt: skip
+    else:
+        calls = comm.select("row", "pid", "corr_id").join(
+            runtime.select("pid", "corr_id", "tid", "start", "end"), on=["pid", "corr_id"]
+        ).with_row_index("call_id")  # fmt: skip
     if ranges.is_empty() or calls.is_empty():
         return pl.DataFrame(schema=schema)
     pairs = enclosing_pairs(ranges.select("range_id", "tid", "start", "end"), calls)
@@ -142,10 +151,15 @@ def phase_tables(
     nvtx: pl.DataFrame,
     window: Window | None = None,
     pattern: str = DEFAULT_PHASES,
+    *,
+    launched: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per (GPU, phase) (:data:`PHASE_SCHEMA`) and per (GPU, layer) (:data:`LAYER_SCHEMA`)
-    communication over ``window``; ``kernels`` must carry ``class``."""
+    communication over ``window``; ``kernels`` must carry ``class``. ``launched``: each kernel
+    row's launching call (api_tid, api_start, api_end; see :func:`memberships`), when known."""
     window = window or WHOLE_TRACE
+    if launched is not None:
+        kernels = kernels.hstack(launched)
     if window.bounded:  # membership comes from the launch, the time from the window
         lo, hi = window.bounds()
         kernels = kernels.filter(

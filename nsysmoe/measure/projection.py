@@ -50,6 +50,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from nsysmoe.enclosing import enclosing_pairs
+from nsysmoe.measure.launch_calls import Launches
 from nsysmoe.measure.nvtx import display_name
 from nsysmoe.measure.overlap import COMM, hidden_ns
 
@@ -87,22 +88,33 @@ TOTALS_SCHEMA: dict[str, pl.DataType] = {
 
 
 def project_nvtx(
-    nvtx: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame, runtime: pl.DataFrame
+    nvtx: pl.DataFrame,
+    kernels: pl.DataFrame,
+    memops: pl.DataFrame,
+    runtime: pl.DataFrame,
+    *,
+    launches: Launches | None = None,
 ) -> pl.DataFrame:
     """One row per NVTX range instance that launched GPU work (module docstring: columns).
 
     Sorted by ``range_id``. The inputs are the canonical tables of :mod:`nsysmoe.model`;
     ``kernels`` may carry ``class``, which adds ``comm_ns``/``compute_ns``/``hidden_ns``.
+    ``launches``: the trace's shared launch join of these very kernels and memops
+    (:func:`nsysmoe.measure.launch_calls.launches_of`), so no call is joined again.
     """
     with_class = "class" in kernels.columns
     schema = PROJECTION_SCHEMA | (CLASS_SCHEMA if with_class else {})
     ops, end_times = _gpu_ops(kernels, memops)
-    calls = _launching_calls(runtime, ops)
     ranges = _projectable_ranges(nvtx)
-    pairs = enclosing_pairs(ranges, calls)
-    if pairs.is_empty():
+    if launches is not None and launches.unique and len(launches.ops) == len(kernels) + len(
+            memops):  # fmt: skip
+        members, api_calls = _members_of_launches(ranges, ops, launches)
+    else:
+        calls = _launching_calls(runtime, ops)
+        pairs = enclosing_pairs(ranges, calls)
+        members, api_calls = _range_ops(pairs, calls, ops)
+    if members.is_empty():
         return pl.DataFrame(schema=schema)
-    members, api_calls = _range_ops(pairs, calls, ops)
     stats = _range_stats(members, end_times, with_class).join(
         api_calls, on="range_id", maintain_order="left"
     )
@@ -196,6 +208,23 @@ def _range_ops(
         members = members.unique(["range_id", "op_id"])
     # A range lies on one thread, hence one pid: distinct corr ids are distinct calls.
     return members, keyed.group_by("range_id").agg(pl.len().alias("api_calls"))
+
+
+def _members_of_launches(
+    ranges: pl.DataFrame, ops: pl.DataFrame, launches: Launches
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`_range_ops` from the shared launch join, when no (pid, corr_id) names two
+    runtime rows: each op stands for its own call, so the containment query gives (range,
+    op) pairs directly, and a range's calls are its distinct corr ids."""
+    api = launches.ops.with_row_index("op_id").select(
+        "op_id", pl.col("api_tid").alias("tid"), pl.col("api_start").alias("start"),
+        pl.col("api_end").alias("end"),
+    )  # fmt: skip
+    calls = api.join(ops.select("op_id"), on="op_id", how="semi").rename({"op_id": "call_id"})
+    pairs = enclosing_pairs(ranges, calls).rename({"call_id": "op_id"})
+    members = pairs.join(ops, on="op_id")
+    api_calls = members.group_by("range_id").agg(pl.col("corr_id").n_unique().alias("api_calls"))
+    return members.drop("pid", "corr_id"), api_calls
 
 
 def _range_stats(members: pl.DataFrame, end_times: Int64Array, with_class: bool) -> pl.DataFrame:

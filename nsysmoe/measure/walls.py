@@ -137,8 +137,12 @@ def memory_evidence(
     total_memory_bytes: int | None,
     nvtx_names: pl.Series | None,
     source_format: SourceFormat = "nsys-sqlite",
+    *,
+    markers: int | None = None,
 ) -> dict[str, object]:
-    """Peak allocated bytes of one GPU (from captured usage events) and OOM markers in NVTX."""
+    """Peak allocated bytes of one GPU (from captured usage events) and OOM markers in NVTX
+    (``markers``: their count when already known, :func:`oom_markers`; else counted in
+    ``nvtx_names``)."""
     ev: dict[str, object] = {}
     if memory_events.is_empty():
         ev["memory_usage"] = f"not captured (record with {MEMORY_FLAG[source_format]})"
@@ -147,9 +151,19 @@ def memory_evidence(
         ev["peak_allocated_bytes"] = peak
         ev["gpu_memory_bytes"] = total_memory_bytes
         ev["peak_memory_pct"] = _pct(peak, total_memory_bytes) if total_memory_bytes else None
-    if nvtx_names is not None and len(nvtx_names):
+    if markers is not None:
+        ev["oom_markers"] = markers
+    elif nvtx_names is not None and len(nvtx_names):
         ev["oom_markers"] = int(nvtx_names.str.contains(OOM_PATTERN).sum())
     return ev
+
+
+def oom_markers(nvtx: pl.DataFrame) -> dict[int, int]:
+    """Per pid with NVTX rows, how many of its range names are OOM markers: one pass over the
+    millions of names for all GPUs, not one per GPU."""
+    oom = pl.col("name").str.contains(OOM_PATTERN).sum()
+    counts = nvtx.drop_nulls("pid").group_by("pid").agg(oom)
+    return {int(pid): int(n) for pid, n in counts.iter_rows()}
 
 
 def verdict(

@@ -385,3 +385,24 @@ def test_largest_gaps_with_innermost_nvtx_range() -> None:
     top2 = largest_gaps(t, nvtx, top=2)
     assert top2.select("device", "start_ns").rows() == [(0, 150), (0, 300), (1, 10)]
     assert largest_gaps(t, nvtx.clear())["nvtx"].null_count() == 6
+
+
+_ORDER_KEYS = ["pid", "device", "start", "api_start", "api_tid"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 3, 2**40]), st.integers(0, 2),
+                          st.integers(-5, 20) | st.sampled_from([2**61, -(2**61)]),
+                          st.none() | st.integers(0, 4), st.none() | st.integers(0, 2)),
+                max_size=40))  # fmt: skip
+def test_in_start_order_is_the_multi_key_sort(rows: list[tuple]) -> None:
+    """The one-key sort with tied rows fixed up orders as the plain five-key sort does (rows
+    equal in every key are interchangeable, so the key columns are compared)."""
+    from nsysmoe.measure.idle import _in_start_order
+
+    ops = pl.DataFrame(rows, schema=_ORDER_KEYS, orient="row")
+    want = ops.sort(_ORDER_KEYS, nulls_last=True)
+    assert _in_start_order(ops, ["pid", "device"]).equals(want)
+    one = _in_start_order(ops.with_columns(_group=pl.lit(0)), ["_group"])
+    keys = ["start", "api_start", "api_tid"]
+    assert one.select(keys).equals(ops.sort(keys, nulls_last=True).select(keys))

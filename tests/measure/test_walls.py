@@ -101,3 +101,18 @@ def test_a_trace_without_moe_comm_gets_no_moe_knobs(traces) -> None:
         a = analyze(traces / "nsys" / name)
         knobs = [k for v in (a.wall, *a.gpu_walls) for k in v.knobs]
         assert not any("moe" in k.lower() or "DeepEP" in k or "dispatcher" in k for k in knobs)
+
+
+def test_oom_markers_per_pid_equal_counting_each_pids_names() -> None:
+    names = ["forward", "CUDA Out Of Memory. Tried", "zoom", "oom", "OutOfMemory x", "b"]
+    nvtx = pl.DataFrame({"pid": [1, 1, 2, 2, None, 3], "name": names},
+                        schema={"pid": pl.Int64, "name": pl.String})  # fmt: skip
+    want = {
+        pid: walls.memory_evidence(_events(), None, nvtx.filter(pl.col("pid") == pid)["name"])[
+            "oom_markers"]
+        for pid in (1, 2, 3)
+    }  # fmt: skip
+    assert walls.oom_markers(nvtx) == want == {1: 1, 2: 1, 3: 0}
+    ev = walls.memory_evidence(_events(), None, None, markers=2)
+    assert ev["oom_markers"] == 2
+    assert "oom_markers" not in walls.memory_evidence(_events(), None, None)
