@@ -22,6 +22,8 @@ from nsysmoe.measure.channels import (
     with_step_bounds,
 )
 from nsysmoe.measure.collectives import (
+    ARRIVAL_SCHEMA,
+    BUSY_SCHEMA,
     arrivals,
     clock_offset,
     compute_under_comm,
@@ -31,6 +33,7 @@ from nsysmoe.measure.collectives import (
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.graphs import graph_summary
 from nsysmoe.measure.idle import (
+    GAP_SCHEMA,
     OPS_SCHEMA,
     gaps,
     idle_per_iteration,
@@ -49,7 +52,14 @@ from nsysmoe.measure.launch_calls import (
 )
 from nsysmoe.measure.nvtx import nvtx_totals
 from nsysmoe.measure.overlap import per_gpu, totals
-from nsysmoe.measure.phases import layer_totals, phase_pattern, phase_tables, phase_totals
+from nsysmoe.measure.phases import (
+    LAYER_SCHEMA,
+    PHASE_SCHEMA,
+    layer_totals,
+    phase_pattern,
+    phase_tables,
+    phase_totals,
+)
 from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
 from nsysmoe.measure.validity import caveats
 from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
@@ -135,11 +145,17 @@ def analyze_trace(
 
 
 def analyze_process(
-    analysis: TraceAnalysis, pid: int, *, scope: Scope = WHOLE, steps: Steps | None = None
+    analysis: TraceAnalysis,
+    pid: int,
+    *,
+    scope: Scope = WHOLE,
+    steps: Steps | None = None,
+    detail: bool = True,
 ) -> TraceAnalysis:
     """One process of an analysis, measured over the analysis' own windows and iterations (so
     its durations are the process' share of the analysis' sums): an A/B's per-rank values.
-    ``steps``: those the analysis was measured with (detected again when not given)."""
+    ``steps``: those the analysis was measured with (detected again when not given);
+    ``detail``: see :func:`_measure` (an A/B's per-rank rows need none of the detail)."""
     if analysis.source is None:
         raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
     source = restrict(analysis.source, [pid])
@@ -149,12 +165,17 @@ def analyze_process(
     mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline)
     kept = sorted(analysis.iterations["step"].to_list())
     return _measure(source, scope, mine, analysis.window, analysis.cpu_window,
-                    analysis.window_text, kept)  # fmt: skip
+                    analysis.window_text, kept, detail=detail)  # fmt: skip
 
 
 def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window,
-             cpu_window: Window, window_text: str, kept: list[int]) -> TraceAnalysis:  # fmt: skip
-    """Every GPU of a classified trace over resolved windows and iterations."""
+             cpu_window: Window, window_text: str, kept: list[int], *,
+             detail: bool = True) -> TraceAnalysis:  # fmt: skip
+    """Every GPU of a classified trace over resolved windows and iterations.
+
+    ``detail=False`` measures the per-GPU, per-channel, per-iteration and NVTX figures and the
+    walls only; the phase, layer, idle-gap, per-iteration idle and arrival tables are left empty
+    (their schemas, no rows) and ``collectives`` is none."""
     trace, kernels = source.trace, source.kernels
     origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
     gpus, classes = per_gpu(kernels, trace.memops, window)
@@ -191,18 +212,24 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
     total = totals(gpus)
     iterations = iteration_table(kernels, trace.memops, steps, kept)
     step_channels = _step_channels(kernels, steps, kept, iterations)
-    idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
-                                    None if window.bounded else window_gaps)  # fmt: skip
-    launched = launches.kernels.select("api_tid", "api_start", "api_end")
-    phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
-                                  phase_pattern(scope.phase),
-                                  launched=launched if launches.unique else None)  # fmt: skip
-    arrived = arrivals(in_window, process_windows(steps, kept))
-    busy = compute_under_comm(in_window)
+    if detail:
+        idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
+                                        None if window.bounded else window_gaps)  # fmt: skip
+        iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
+        launched = launches.kernels.select("api_tid", "api_start", "api_end")
+        phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
+                                      phase_pattern(scope.phase),
+                                      launched=launched if launches.unique else None)  # fmt: skip
+        arrived = arrivals(in_window, process_windows(steps, kept))
+        busy = compute_under_comm(in_window)
+        idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
+    else:
+        phases, layers = pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
+        arrived, busy = pl.DataFrame(schema=ARRIVAL_SCHEMA), pl.DataFrame(schema=BUSY_SCHEMA)
+        idle_gaps = pl.DataFrame(schema=GAP_SCHEMA)
     offset, basis = clock_offset(trace.session_start_ns, origin)
     name = Path(trace.path).name
     config = contract_config(trace.launch.command)
-    iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
     return TraceAnalysis(
         path=trace.path,
         source_format=trace.source_format,
@@ -226,7 +253,7 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         channels=with_shares(channels, gpus),
         channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
-        idle_gaps=largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps),
+        idle_gaps=idle_gaps,
         phases=phases,
         phase_totals=phase_totals(phases),
         layers=layers,
@@ -239,7 +266,8 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         launch_config=config,
         caveats=caveats(config, dispatcher),
         collectives=summarize(with_rank(arrived, name), with_rank(busy, name), pl.DataFrame(),
-                              n_ranks=len(gpus)) if len(gpus) > 1 else Collectives.none(),
+                              n_ranks=len(gpus)) if detail and len(gpus) > 1
+        else Collectives.none(),
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,

@@ -364,7 +364,8 @@ class Side:
     ``nvtx``: normalised name, count, total_ns (CPU side) of ranges in the window;
     ``phases_gpu``: MoE/NCCL phase ranges in the window projected onto the GPU — normalised name,
     count, busy_total_ns (Σ per-range exact union), gpu_span_total_ns, kernels, comm_ns,
-    compute_ns, hidden_ns (see :mod:`nsysmoe.measure.projection`).
+    compute_ns, hidden_ns (see :mod:`nsysmoe.measure.projection`); ``projected``: the range
+    instances ``phases_gpu`` adds up (one row each, with its pid).
     """
 
     label: str
@@ -377,6 +378,7 @@ class Side:
     gpu_models: tuple[str, ...]
     ranks: int
     dispatcher: Dispatcher
+    projected: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
     name: str = ""
 
     def __post_init__(self) -> None:

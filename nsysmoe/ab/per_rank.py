@@ -2,14 +2,18 @@
 
 Ranks are paired by position (the i-th process by sorted pid of each side, as ``per_gpu`` pairs
 GPUs: pids differ between runs). Each process is measured once, over its side's own windows and
-iterations (:func:`nsysmoe.pipeline.analyze_process`), with the same row definitions as the
-all-GPU rows, so a rank's durations, counts and NVTX totals are its share of the row's sum.
+iterations (:func:`nsysmoe.pipeline.analyze_process`, without the detail tables no row reads),
+its phase ranges taken from its side's projection (a range and what it launched lie in one
+process), with the same row definitions as the all-GPU rows, so a rank's durations, counts
+and NVTX totals are its share of the row's sum.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+
+import polars as pl
 
 from nsysmoe.ab.metrics import summary_rows
 from nsysmoe.ab.side import measure_side
@@ -35,10 +39,11 @@ def process_values(side: Side, pid: int, scope: Scope, steps: Steps | None) -> V
     """One process of a side, measured alone; a process with no GPU work in the side's window
     has no values."""
     try:
-        one = analyze_process(side.analysis, pid, scope=scope, steps=steps)
+        one = analyze_process(side.analysis, pid, scope=scope, steps=steps, detail=False)
     except NsysmoeError:
         return {}
-    return side_values(measure_side(side.label, one))
+    mine = side.projected.filter(pl.col("pid") == pid)
+    return side_values(measure_side(side.label, one, mine))
 
 
 def with_per_rank(

@@ -21,8 +21,11 @@ MOE_PHASE_PATTERN = (
 )  # the last line: NCCL ranges without their domain (Kineto traces have no NVTX domains)
 
 
-def measure_side(label: str, analysis: TraceAnalysis) -> Side:
-    """The side facts of an analysis that still carries its classified trace."""
+def measure_side(label: str, analysis: TraceAnalysis,
+                 projected: pl.DataFrame | None = None) -> Side:  # fmt: skip
+    """The side facts of an analysis that still carries its classified trace. ``projected``:
+    its phase ranges projected already (a rank's share of its side's :attr:`Side.projected`:
+    a range and the work it launched lie in one process)."""
     if analysis.source is None:
         raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
     trace, classified = analysis.source.trace, analysis.source.kernels
@@ -32,15 +35,14 @@ def measure_side(label: str, analysis: TraceAnalysis) -> Side:
         .agg(pl.col("count").sum(), pl.col("total_ns").sum())
         .sort("name")
     )
-    phase_ranges = analysis.cpu_window.select(trace.nvtx).filter(
-        pl.col("name").str.contains(MOE_PHASE_PATTERN)
-        | display_name().str.contains(MOE_PHASE_PATTERN)
-    )
-    projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime,
-                             launches=launches_of(trace))  # fmt: skip
-    phases_gpu = projected_totals(
-        projected.with_columns(pl.col("name").str.replace_all(NVTX_NOISE, ""))
-    )
+    if projected is None:
+        phase_ranges = analysis.cpu_window.select(trace.nvtx).filter(
+            pl.col("name").str.contains(MOE_PHASE_PATTERN)
+            | display_name().str.contains(MOE_PHASE_PATTERN)
+        )
+        projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime,
+                                 launches=launches_of(trace)).with_columns(
+            pl.col("name").str.replace_all(NVTX_NOISE, ""))  # fmt: skip
     models = tuple(sorted(str(g) if g else "unknown" for g in analysis.gpus["gpu_name"]))
     return Side(
         label=label,
@@ -50,7 +52,8 @@ def measure_side(label: str, analysis: TraceAnalysis) -> Side:
             pl.len().cast(pl.Int64).alias("count")).sort("name", "channel", nulls_last=True),
         compute_kernels=compute_kernel_stats(kernels),
         nvtx=nvtx,
-        phases_gpu=phases_gpu,
+        phases_gpu=projected_totals(projected),
+        projected=projected,
         gpu_models=models,
         ranks=analysis.gpus["pid"].n_unique(),
         dispatcher=dispatcher_of(set(kernels["subclass"].unique()), kernels["name"]),

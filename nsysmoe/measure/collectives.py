@@ -39,6 +39,10 @@ ARRIVAL_SCHEMA: dict[str, pl.DataType] = {
     "step": pl.Int64, "k": pl.Int64, "start": pl.Int64, "end": pl.Int64,
 }  # fmt: skip
 KEY = ["step", "channel", "name", "k"]
+#: :func:`compute_under_comm`: per GPU, the intervals of ⋃compute ∩ ⋃comm
+BUSY_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "device": pl.Int64, "start": pl.Int64, "end": pl.Int64,
+}  # fmt: skip
 WAIT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.String, "channel": pl.String, "instances": pl.Int64, "wait_ns": pl.Int64,
     "transfer_ns": pl.Int64, "exposed_wait_ns": pl.Int64, "exposed_transfer_ns": pl.Int64,
@@ -84,7 +88,7 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
             rows.append(pl.DataFrame({"pid": np.full(n, pid, np.int64),
                                       "device": np.full(n, device, np.int64),
                                       "start": both.starts, "end": both.ends}))  # fmt: skip
-    schema = {"pid": pl.Int64, "device": pl.Int64, "start": pl.Int64, "end": pl.Int64}
+    schema = BUSY_SCHEMA
     return pl.concat(rows).cast(schema) if rows else pl.DataFrame(schema=schema)
 
 
