@@ -6,6 +6,7 @@ the figures read the same classes the numbers came from, and nothing classifies 
 
 from __future__ import annotations
 
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -175,7 +176,19 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
 
     ``detail=False`` measures the per-GPU, per-channel, per-iteration and NVTX figures and the
     walls only; the phase, layer, idle-gap, per-iteration idle and arrival tables are left empty
-    (their schemas, no rows) and ``collectives`` is none."""
+    (their schemas, no rows) and ``collectives`` is none.
+
+    The NVTX-side work (range totals, OOM markers, phase tables: millions of range names) runs
+    in a second thread while this one measures the GPU timelines: polars and numpy release the
+    GIL, and each job reads only the immutable trace."""
+    with ThreadPoolExecutor(max_workers=1) as nvtx_side:
+        return _measure_on(nvtx_side, source, scope, steps, window, cpu_window, window_text,
+                           kept, detail)  # fmt: skip
+
+
+def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, steps: Steps,
+                window: Window, cpu_window: Window, window_text: str, kept: list[int],
+                detail: bool) -> TraceAnalysis:  # fmt: skip
     trace, kernels = source.trace, source.kernels
     origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
     gpus, classes = per_gpu(kernels, trace.memops, window)
@@ -187,6 +200,13 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
     launches = _launches(source)
+    nvtx_job = nvtx_side.submit(nvtx_totals, trace.nvtx, cpu_window, normalize=not scope.raw_nvtx)
+    markers_job = nvtx_side.submit(walls.oom_markers, trace.nvtx)
+    if detail:
+        launched = launches.kernels.select("api_tid", "api_start", "api_end")
+        phases_job = nvtx_side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
+                                      phase_pattern(scope.phase),
+                                      launched=launched if launches.unique else None)  # fmt: skip
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops)
     window_gaps = gaps(window_ops)  # the whole timeline's gaps too, unless a time window cuts
@@ -205,7 +225,7 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         share = idle_host_ns / idle_ns if idle_ns else None
         return walls.Context(dispatcher, frozenset(mine["channel"]), share, trace.source_format)
 
-    markers = walls.oom_markers(trace.nvtx)
+    markers = markers_job.result()
     gpu_walls = tuple(_gpu_wall(trace, row, context(row["idle_host_ns"] or 0, row["idle_ns"],
                                                     row["pid"]), markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
@@ -216,13 +236,10 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
                                         None if window.bounded else window_gaps)  # fmt: skip
         iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
-        launched = launches.kernels.select("api_tid", "api_start", "api_end")
-        phases, layers = phase_tables(kernels, trace.runtime, trace.nvtx, window,
-                                      phase_pattern(scope.phase),
-                                      launched=launched if launches.unique else None)  # fmt: skip
         arrived = arrivals(in_window, process_windows(steps, kept))
         busy = compute_under_comm(in_window)
         idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
+        phases, layers = phases_job.result()
     else:
         phases, layers = pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
         arrived, busy = pl.DataFrame(schema=ARRIVAL_SCHEMA), pl.DataFrame(schema=BUSY_SCHEMA)
@@ -241,7 +258,7 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
         rules_source=source.rules_source,
         gpus=gpus,
         classes=classes,
-        nvtx=nvtx_totals(trace.nvtx, cpu_window, normalize=not scope.raw_nvtx),
+        nvtx=nvtx_job.result(),
         unclassified=busiest_unclassified(window.select(kernels)),
         iterations=iterations,
         step_timeline=steps.timeline,
