@@ -15,6 +15,7 @@ from nsysmoe.classify import RuleSet, classify_trace, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
 from nsysmoe.measure.channels import (
+    CHANNEL_SCHEMA,
     channel_iterations,
     channel_table,
     channel_totals,
@@ -166,13 +167,17 @@ def analyze_process(
     mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline)
     kept = sorted(analysis.iterations["step"].to_list())
     return _measure(source, scope, mine, analysis.window, analysis.cpu_window,
-                    analysis.window_text, kept, detail=detail)  # fmt: skip
+                    analysis.window_text, kept, detail=detail, whole=analysis)  # fmt: skip
 
 
 def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window,
              cpu_window: Window, window_text: str, kept: list[int], *,
-             detail: bool = True) -> TraceAnalysis:  # fmt: skip
+             detail: bool = True, whole: TraceAnalysis | None = None) -> TraceAnalysis:  # fmt: skip
     """Every GPU of a classified trace over resolved windows and iterations.
+
+    ``whole``: an analysis over the same windows of a trace ``source`` is part of (some of its
+    processes): the per-GPU tables (GPUs with their idle split, classes, channels) are its rows
+    for these GPUs, not measured again — each row is one GPU's alone.
 
     ``detail=False`` measures the per-GPU, per-channel, per-iteration and NVTX figures and the
     walls only; the phase, layer, idle-gap, per-iteration idle and arrival tables are left empty
@@ -183,15 +188,19 @@ def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window
     GIL, and each job reads only the immutable trace."""
     with ThreadPoolExecutor(max_workers=1) as nvtx_side:
         return _measure_on(nvtx_side, source, scope, steps, window, cpu_window, window_text,
-                           kept, detail)  # fmt: skip
+                           kept, detail, whole)  # fmt: skip
 
 
 def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, steps: Steps,
                 window: Window, cpu_window: Window, window_text: str, kept: list[int],
-                detail: bool) -> TraceAnalysis:  # fmt: skip
+                detail: bool, whole: TraceAnalysis | None) -> TraceAnalysis:  # fmt: skip
     trace, kernels = source.trace, source.kernels
     origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
-    gpus, classes = per_gpu(kernels, trace.memops, window)
+    if whole is None:
+        gpus, classes = per_gpu(kernels, trace.memops, window)
+    else:
+        mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
+        gpus, classes = whole.gpus.filter(mine), whole.classes.filter(mine)
     graphs = graph_summary(trace, kernels, window)
     if int(gpus["kernels"].sum()) + graphs.whole_rows == 0:
         raise NsysmoeError(
@@ -209,14 +218,19 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                                       launched=launched if launches.unique else None)  # fmt: skip
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops)
-    window_gaps = gaps(window_ops)  # the whole timeline's gaps too, unless a time window cuts
-    split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
-    gpus = (
-        gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"], how="left")
-        .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
-        .join(split, on=["pid", "device"], how="left", maintain_order="left")
-    )
-    channels = channel_table(kernels, window)
+    if detail or whole is None:  # the whole timeline's gaps too, unless a time window cuts
+        window_gaps = gaps(window_ops)
+    if whole is None:
+        split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
+        gpus = (
+            gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"],
+                      how="left")
+            .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
+            .join(split, on=["pid", "device"], how="left", maintain_order="left")
+        )  # fmt: skip
+        channels = channel_table(kernels, window)
+    else:
+        channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
     in_window = window.select(kernels)
     dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"])
 
