@@ -44,11 +44,17 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
     pattern = pattern or DEFAULT_STEP_PATTERN
     try:
         pl.Series([""]).str.extract(pattern, 1)  # checks the pattern even without NVTX rows
-        named = trace.nvtx.with_columns(pl.col("name").str.extract(pattern, 1).alias("num"))
+        # lazily: only the matching ranges' columns are ever materialised, not a copy of all
+        ranges = (
+            trace.nvtx.lazy()
+            .select("pid", "start", "end", "cross_thread",
+                    pl.col("name").str.extract(pattern, 1).alias("num"))
+            .filter(pl.col("num").is_not_null() & ~pl.col("cross_thread"))
+            .collect()
+        )  # fmt: skip
     except pl.exceptions.PolarsError as exc:
         reason = " ".join(str(exc).split())
         raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {reason}") from None
-    ranges = named.filter(pl.col("num").is_not_null() & ~pl.col("cross_thread"))
     if ranges.is_empty():
         return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none")
     ranges = (
