@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 import polars as pl
+
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 #: Column schemas of the canonical tables (readers must produce exactly these columns).
 KERNEL_SCHEMA: dict[str, pl.DataType] = {
@@ -184,8 +186,9 @@ class Window:
         hi = self.end_ns if self.end_ns is not None else INT64_MAX
         return int(lo), int(hi)
 
-    def select(self, df: pl.DataFrame) -> pl.DataFrame:
-        """Rows whose interval meets the window, clipped to it (zero-length rows: start inside)."""
+    def select(self, df: Frame) -> Frame:
+        """Rows whose interval meets the window, clipped to it (zero-length rows: start inside);
+        a lazy frame stays lazy."""
         if not self.bounded:
             return df
         lo, hi = self.bounds()

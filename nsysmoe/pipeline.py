@@ -231,8 +231,10 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         channels = channel_table(kernels, window)
     else:
         channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
-    in_window = window.select(kernels)
-    dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"])
+    # the window's kernels, only the columns read below (a copy of a million rows each)
+    in_window = window.select(kernels.select("pid", "device", "start", "end", "name", "class",
+                                             "subclass", "channel"))  # fmt: skip
+    dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"].unique())
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
         mine = channels if pid is None else channels.filter(pl.col("pid") == pid)
@@ -273,7 +275,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         gpus=gpus,
         classes=classes,
         nvtx=nvtx_job.result(),
-        unclassified=busiest_unclassified(window.select(kernels)),
+        unclassified=busiest_unclassified(in_window),
         iterations=iterations,
         step_timeline=steps.timeline,
         gpu_walls=gpu_walls,

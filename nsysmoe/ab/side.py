@@ -29,7 +29,16 @@ def measure_side(label: str, analysis: TraceAnalysis,
     if analysis.source is None:
         raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
     trace, classified = analysis.source.trace, analysis.source.kernels
-    kernels = analysis.window.select(classified)
+    # the window's kernels as one lazy frame: each fact reads only its columns, no copy of all
+    kernels = analysis.window.select(classified.lazy())
+    names, channels, compute, subclasses, distinct = pl.collect_all([
+        names_in_window(kernels),
+        kernels.group_by("name", "class", "channel").agg(pl.len().cast(pl.Int64).alias("count"))
+        .sort("name", "channel", nulls_last=True),
+        compute_kernel_stats(kernels),
+        kernels.select(pl.col("subclass").unique()),
+        kernels.select(pl.col("name").unique()),
+    ])  # fmt: skip
     nvtx = (  # the analysis' (name, style) totals, styles merged
         analysis.nvtx.group_by("name")
         .agg(pl.col("count").sum(), pl.col("total_ns").sum())
@@ -47,14 +56,13 @@ def measure_side(label: str, analysis: TraceAnalysis,
     return Side(
         label=label,
         analysis=analysis,
-        kernel_names=names_in_window(kernels),
-        kernel_channels=kernels.group_by("name", "class", "channel").agg(
-            pl.len().cast(pl.Int64).alias("count")).sort("name", "channel", nulls_last=True),
-        compute_kernels=compute_kernel_stats(kernels),
+        kernel_names=names,
+        kernel_channels=channels,
+        compute_kernels=compute,
         nvtx=nvtx,
         phases_gpu=projected_totals(projected),
         projected=projected,
         gpu_models=models,
         ranks=analysis.gpus["pid"].n_unique(),
-        dispatcher=dispatcher_of(set(kernels["subclass"].unique()), kernels["name"]),
+        dispatcher=dispatcher_of(set(subclasses["subclass"]), distinct["name"]),
     )

@@ -6,6 +6,7 @@ import polars as pl
 
 from nsysmoe.classify import CLASSES
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.model import Frame
 
 TOP_UNCLASSIFIED = 10
 _DUR = pl.col("end") - pl.col("start")
@@ -40,7 +41,7 @@ def kernel_table(kernels: pl.DataFrame, klass: str | None = None) -> pl.DataFram
     return table.filter(pl.col("class") == klass) if klass else table
 
 
-def names_in_window(kernels: pl.DataFrame) -> pl.DataFrame:
+def names_in_window(kernels: Frame) -> Frame:
     """name, class, count, sum_ns of (windowed) kernels, sorted by name: the A/B's kernel facts."""
     return (
         kernels.group_by("name", "class")
@@ -49,7 +50,7 @@ def names_in_window(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def compute_kernel_stats(kernels: pl.DataFrame) -> pl.DataFrame:
+def compute_kernel_stats(kernels: Frame) -> Frame:
     """class, count, sum_ns, median_ns of GEMM and attention kernels (compute inflation)."""
     return (
         kernels.filter(pl.col("class").is_in(("gemm", "attention")))
