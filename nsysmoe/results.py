@@ -311,12 +311,11 @@ class TraceAnalysis:
             row["largest_idle_gaps"] = gaps.to_dicts()
             row["wall"] = wall.to_dict()
             gpus.append(row)
-        steps = self.iteration_channels.partition_by("step", as_dict=True)
-        iterations = [
-            it | {"channels": _by_channel(steps.get((it["step"],), self.iteration_channels.clear()),
-                                          ("step",))}
-            for it in self.iterations.to_dicts()
-        ]
+        steps: dict[int, dict[str, dict[str, object]]] = {}  # one pass, not a frame per step
+        for r in self.iteration_channels.to_dicts():
+            steps.setdefault(r.pop("step"), {})[r.pop("channel")] = r
+        iterations = [it | {"channels": steps.get(it["step"], {})}
+                      for it in self.iterations.to_dicts()]  # fmt: skip
         return {
             "path": self.path,
             "format": self.source_format,
