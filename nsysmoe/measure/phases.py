@@ -170,13 +170,9 @@ def phase_tables(
         return pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
     cols = ["pid", "device", "start", "end", "class"]
     k = kernels.select(cols)
-    phases = channel_table(_labelled(k, members, pl.col("phase")), window).rename(
-        {"channel": "phase"})  # fmt: skip
     gpu_of = k.with_row_index("row").select("row", "pid", "device")
     instances = (members.join(gpu_of, on="row").group_by("pid", "device", "phase")
                  .agg(pl.col("range_id").n_unique().alias("instances")))  # fmt: skip
-    phases = phases.join(instances, on=["pid", "device", "phase"], how="left",
-                         maintain_order="left")  # fmt: skip
     layered = (
         members.with_columns(pl.col("phase").str.extract_all(LAYER).alias("layer"))
         .explode("layer")
@@ -184,12 +180,22 @@ def phase_tables(
         .filter(pl.col("layer").is_not_null())
         .unique(["row", "layer"])
     )
-    if layered.is_empty():
-        layers = pl.DataFrame(schema=LAYER_SCHEMA)
-    else:
-        layers = channel_table(_labelled(k, layered, pl.col("layer").cast(pl.String)), window)
-        layers = layers.with_columns(pl.col("channel").cast(pl.Int64).alias("layer")).sort(
-            "pid", "device", "layer")  # fmt: skip
+    # phases and layers as the channels of ONE sweep ("P" + phase, "L" + layer): the sweep's
+    # cost does not grow with channels, and no figure kept here (exposed_only_ns is not) mixes
+    # one channel with another
+    labels = pl.concat([
+        members.select("row", ("P" + pl.col("phase")).alias("label")),
+        layered.select("row", ("L" + pl.col("layer").cast(pl.String)).alias("label")),
+    ])  # fmt: skip
+    both = channel_table(_labelled(k, labels, pl.col("label")), window)
+    kind, label = pl.col("channel").str.head(1), pl.col("channel").str.slice(1)
+    phases = both.filter(kind == "P").with_columns(label.alias("phase")).drop("channel")
+    phases = phases.join(instances, on=["pid", "device", "phase"], how="left",
+                         maintain_order="left")  # fmt: skip
+    layers = (
+        both.filter(kind == "L").with_columns(label.cast(pl.Int64).alias("layer"))
+        .sort("pid", "device", "layer")
+    )  # fmt: skip
     order = [pl.col("comm_ns"), pl.col("phase")]
     phases = phases.sort(["pid", "device", *order], descending=[False, False, True, False])
     return (phases.select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA),
