@@ -235,6 +235,9 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     in_window = window.select(kernels.select("pid", "device", "start", "end", "name", "class",
                                              "subclass", "channel"))  # fmt: skip
     dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"].unique())
+    if detail:  # the side thread is the less loaded one: it takes the cross-GPU matching too
+        collectives_job = nvtx_side.submit(_collectives, in_window, process_windows(steps, kept),
+                                           Path(trace.path).name, len(gpus))  # fmt: skip
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
         mine = channels if pid is None else channels.filter(pl.col("pid") == pid)
@@ -252,16 +255,14 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
                                         None if window.bounded else window_gaps)  # fmt: skip
         iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
-        arrived = arrivals(in_window, process_windows(steps, kept))
-        busy = compute_under_comm(in_window)
         idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
         phases, layers = phases_job.result()
+        arrived, busy, collectives = collectives_job.result()
     else:
         phases, layers = pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
         arrived, busy = pl.DataFrame(schema=ARRIVAL_SCHEMA), pl.DataFrame(schema=BUSY_SCHEMA)
-        idle_gaps = pl.DataFrame(schema=GAP_SCHEMA)
+        idle_gaps, collectives = pl.DataFrame(schema=GAP_SCHEMA), Collectives.none()
     offset, basis = clock_offset(trace.session_start_ns, origin)
-    name = Path(trace.path).name
     config = contract_config(trace.launch.command)
     return TraceAnalysis(
         path=trace.path,
@@ -298,13 +299,22 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         launch=trace.launch,
         launch_config=config,
         caveats=caveats(config, dispatcher),
-        collectives=summarize(with_rank(arrived, name), with_rank(busy, name), pl.DataFrame(),
-                              n_ranks=len(gpus)) if detail and len(gpus) > 1
-        else Collectives.none(),
+        collectives=collectives,
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,
     )
+
+
+def _collectives(in_window: pl.DataFrame, windows: pl.DataFrame, name: str,
+                 n_gpus: int) -> tuple[pl.DataFrame, pl.DataFrame, Collectives]:  # fmt: skip
+    """The window's matchable communication kernels, each GPU's ⋃compute ∩ ⋃comm, and the
+    collectives matched across the file's GPUs (none with one GPU)."""
+    arrived, busy = arrivals(in_window, windows), compute_under_comm(in_window)
+    if n_gpus < 2:
+        return arrived, busy, Collectives.none()
+    return arrived, busy, summarize(with_rank(arrived, name), with_rank(busy, name),
+                                    pl.DataFrame(), n_ranks=n_gpus)  # fmt: skip
 
 
 def _launches(source: ClassifiedTrace) -> Launches:
