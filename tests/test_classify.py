@@ -627,3 +627,25 @@ def test_look_around_and_back_references_are_refused_at_load(tmp_path, pattern: 
     rules.write_text(f"[[rule]]\nclass = 'comm'\nsubclass = 'x'\npattern = '{pattern}'\n")
     with pytest.raises(NsysmoeError, match=r"rule 1 .*not a valid regex .*Rust regex syntax"):
         load_rules(rules)
+
+
+def test_first_match_is_the_first_rule_whose_pattern_occurs() -> None:
+    """The batched search (every rule over every name in one query) against the definition,
+    re-applied one name and one rule at a time with Python's ``re`` (the default patterns use
+    only syntax both engines read alike), on names that hit rules early, late and never."""
+    from nsysmoe.classify import first_match
+
+    rules = tuple(r for r in default_rules().rules if not r.nvtx)
+    names = [
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, int)",
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_nn>",
+        "flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4>>",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+        "hybrid_ep::dispatch_kernel<128>", "deep_ep::intranode::combine<8>",
+        "nvshmemi_transfer_rma_put", "sm90_xmma_gemm_bf16bf16_bf16f32", "", "zzz-no-rule-at-all",
+    ]  # fmt: skip
+    want = [next((i for i, r in enumerate(rules) if re.search(r.pattern, n)), -1) for n in names]
+    got = first_match(pl.Series(names, dtype=pl.String), rules).tolist()
+    assert got == want
+    assert len(set(want)) > 5  # the names reach several different rules, and no rule
+    assert first_match(pl.Series([], dtype=pl.String), rules).tolist() == []
