@@ -168,8 +168,10 @@ def _compare(
 
 
 def _detach(c: Comparison) -> Comparison:
-    """``c`` without its sides' classified traces (to travel between processes, or be cached)."""
-    sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None))
+    """``c`` without its sides' classified traces and projected range instances (to travel
+    between processes, or be cached: only the per-rank values read them, computed already)."""
+    sides = {s: replace(getattr(c, s), analysis=replace(getattr(c, s).analysis, source=None),
+                        projected=pl.DataFrame())
              for s in ("off", "on")}  # fmt: skip
     return replace(c, **sides)
 
