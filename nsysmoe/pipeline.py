@@ -20,6 +20,7 @@ from nsysmoe.measure.channels import (
     channel_table,
     channel_totals,
     on_the_table,
+    process_channel_iterations,
     with_shares,
     with_step_bounds,
 )
@@ -42,7 +43,7 @@ from nsysmoe.measure.idle import (
     idle_split_per_gpu,
     largest_gaps,
 )
-from nsysmoe.measure.iterations import iteration_table
+from nsysmoe.measure.iterations import iteration_table, process_iterations
 from nsysmoe.measure.kernels import busiest_unclassified
 from nsysmoe.measure.launch import contract_config
 from nsysmoe.measure.launch_calls import (
@@ -249,8 +250,15 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                                                     row["pid"]), markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
     total = totals(gpus)
-    iterations = iteration_table(kernels, trace.memops, steps, kept)
-    step_channels = _step_channels(kernels, steps, kept, iterations)
+    windows = process_windows(steps, kept)
+    if whole is None:
+        by_process = process_iterations(kernels, trace.memops, steps, kept)
+        channels_by_process = process_channel_iterations(kernels, windows)
+    else:  # a process's own rows of the whole (its windows, its GPUs)
+        by_process = whole.process_iterations.filter(mine)
+        channels_by_process = whole.process_iteration_channels.filter(mine)
+    iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=by_process)
+    step_channels = _step_channels(kernels, windows, iterations, channels_by_process)
     if detail:
         idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
                                         None if window.bounded else window_gaps)  # fmt: skip
@@ -287,6 +295,8 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         channels=with_shares(channels, gpus),
         channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
+        process_iterations=by_process,
+        process_iteration_channels=channels_by_process,
         idle_gaps=idle_gaps,
         phases=phases,
         phase_totals=phase_totals(phases),
@@ -325,11 +335,11 @@ def _launches(source: ClassifiedTrace) -> Launches:
     return launch_table(source.kernels, source.trace.memops, source.trace.runtime)
 
 
-def _step_channels(kernels: pl.DataFrame, steps: Steps, kept: list[int],
-                   iterations: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
-    """Per (iteration, channel), all GPUs together, with what is still on the table."""
-    windows = process_windows(steps, kept)
-    per_step = channel_iterations(kernels, windows)
+def _step_channels(kernels: pl.DataFrame, windows: pl.DataFrame, iterations: pl.DataFrame,
+                   per_process: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
+    """Per (iteration, channel), all GPUs together, with what is still on the table
+    (``windows``: each process's iteration windows; ``per_process``: their channel sums)."""
+    per_step = channel_iterations(kernels, windows, per_process=per_process)
     devices = kernels.select("pid", "device").unique().group_by("pid").len("gpus")
     gpus = windows.select("pid", "step").join(devices, on="pid").group_by("step").agg(
         pl.col("gpus").sum())  # the GPUs of the processes that ran the step

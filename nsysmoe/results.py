@@ -275,6 +275,13 @@ class TraceAnalysis:
     caveats: tuple[Caveat, ...] = ()  # the timing is not what the command line claims
     not_captured: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: per (pid, step): each process alone in its own iteration windows (its GPUs summed), and
+    #: per (pid, step, channel) its channel sums — what ``iterations`` and
+    #: ``iteration_channels`` add up; an A/B's per-rank values read them
+    process_iterations: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False,
+                                             compare=False)  # fmt: skip
+    process_iteration_channels: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False,
+                                                     compare=False)  # fmt: skip
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -149,3 +149,42 @@ def test_cli_rank_json_and_missing_rank(two_ranks, monkeypatch, capsys) -> None:
     assert code == 2 and "no rank 1" in err and "ranks here: 0" in err, err
     code, _, err = run_cli(monkeypatch, capsys, "analyze", off, on, off, "--rank", "0")
     assert code == 2 and "one export per side" in err, err
+
+
+def test_a_process_rows_are_what_it_alone_gives(two_ranks) -> None:
+    """The per-(pid, step) iteration rows and per-(pid, step, channel) channel sums an analysis
+    keeps (the per-rank values read them) equal each process measured alone, and add up to the
+    all-GPU iteration and channel tables."""
+    import polars as pl
+
+    from nsysmoe.measure.channels import channel_iterations, process_channel_iterations
+    from nsysmoe.measure.iterations import iteration_table, process_iterations
+    from nsysmoe.measure.steps import detect_steps, process_windows
+    from nsysmoe.pipeline import prepare, restrict
+    from nsysmoe.results import Steps
+
+    paths, _ = two_ranks
+    for path in paths:
+        a = analyze(path, scope=Scope(steady=True, skip=1))
+        source, kept = a.source, a.iterations["step"].to_list()
+        steps = detect_steps(source.trace)
+        assert a.process_iterations["pid"].n_unique() == 2
+        for pid in a.process_iterations["pid"].unique().to_list():
+            alone = restrict(source, [pid])
+            mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline)
+            k, m = alone.kernels, alone.trace.memops
+            own = process_iterations(k, m, mine, kept)
+            assert own.equals(a.process_iterations.filter(pl.col("pid") == pid))
+            chans = process_channel_iterations(k, process_windows(mine, kept)).sort(
+                "step", "channel")
+            kept_rows = a.process_iteration_channels.filter(pl.col("pid") == pid)
+            assert chans.equals(kept_rows.sort("step", "channel"))
+            assert not own.is_empty() and not chans.is_empty()
+        whole = prepare(source.trace)
+        assert iteration_table(whole.kernels, whole.trace.memops, steps, kept).equals(
+            a.iterations.select(iteration_table(whole.kernels, whole.trace.memops, steps,
+                                                kept).columns))  # fmt: skip
+        summed = channel_iterations(whole.kernels, process_windows(steps, kept))
+        assert summed.equals(channel_iterations(
+            whole.kernels, process_windows(steps, kept),
+            per_process=a.process_iteration_channels))  # fmt: skip

@@ -208,11 +208,18 @@ def channel_table(kernels: pl.DataFrame, window: Window | None = None) -> pl.Dat
                    CHANNEL_SCHEMA)  # fmt: skip
 
 
-def channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Per (step, channel), all GPUs together (:data:`STEP_CHANNEL_SCHEMA`); ``windows`` are
-    each process's iteration windows (pid, step, start_ns, end_ns), as the iteration table
-    measures them (:func:`nsysmoe.measure.steps.process_windows`). A kernel crossing a window
-    boundary counts in both windows, each with its part."""
+#: :func:`process_channel_iterations`: per (pid, step, channel), the process's GPUs summed
+PROCESS_STEP_CHANNEL_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "step": pl.Int64, "channel": pl.String, **{c: pl.Int64 for c in SUMS},
+}  # fmt: skip
+
+
+def process_channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Per (pid, step, channel) with a kernel, the sums (:data:`SUMS`) over the process's GPUs;
+    ``windows`` are each process's iteration windows (pid, step, start_ns, end_ns), as the
+    iteration table measures them (:func:`nsysmoe.measure.steps.process_windows`). A kernel
+    crossing a window boundary counts in both windows, each with its part. A process's rows
+    are what it alone gives: an A/B's per-rank values read them."""
     narrow, channels = _channel_codes(kernels)
     n_ch = len(channels)
     keys = gpu_keys(narrow)
@@ -234,11 +241,24 @@ def channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataF
             at = np.flatnonzero(counts)
             names = [channels[i] for i in (at % n_ch).tolist()]
             frames.append(pl.DataFrame({
-                "step": steps[at // n_ch], "channel": names, "count": counts[at],
+                "pid": np.full(at.size, pid, np.int64), "step": steps[at // n_ch],
+                "channel": names, "count": counts[at],
                 **{n: a.reshape(-1)[at] for n, a in sums.items()}}))  # fmt: skip
     if not frames:
+        return pl.DataFrame(schema=PROCESS_STEP_CHANNEL_SCHEMA)
+    table = pl.concat(frames).group_by("pid", "step", "channel").agg(pl.col(*SUMS).sum())
+    return table.cast(PROCESS_STEP_CHANNEL_SCHEMA)
+
+
+def channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame, *,
+                       per_process: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
+    """Per (step, channel), all GPUs together (:data:`STEP_CHANNEL_SCHEMA`): the processes'
+    :func:`process_channel_iterations` (``per_process``, when known) added up."""
+    if per_process is None:
+        per_process = process_channel_iterations(kernels, windows)
+    if per_process.is_empty():
         return pl.DataFrame(schema=STEP_CHANNEL_SCHEMA)
-    table = pl.concat(frames).group_by("step", "channel").agg(pl.col(*SUMS).sum())
+    table = per_process.group_by("step", "channel").agg(pl.col(*SUMS).sum())
     return _finish(table.filter(pl.col("count") > 0), ["step"], STEP_CHANNEL_SCHEMA)
 
 

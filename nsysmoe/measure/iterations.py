@@ -128,29 +128,54 @@ def iteration_metrics(
     return _process_metrics(gpus, starts, ends)
 
 
-def iteration_table(
+#: :func:`process_iterations`: one process's figures in one of its iteration windows
+PROCESS_ITERATION_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+    "comm_ns": pl.Int64, "hidden_ns": pl.Int64, "idle_ns": pl.Int64,
+}  # fmt: skip
+
+
+def process_iterations(
     kernels: pl.DataFrame, memops: pl.DataFrame, steps: Steps, kept: list[int]
 ) -> pl.DataFrame:
-    """Step time and communication per iteration, all GPUs together (:data:`ITERATION_SCHEMA`).
-
-    Each process is measured in its own iteration windows (ranks drift apart in time), then
-    the processes are added up; the step time is the median of the processes' GPU periods.
-    """
+    """Per (pid, step): the process measured in its own iteration window, its GPUs summed
+    (:data:`PROCESS_ITERATION_SCHEMA`); kernels must carry ``class``. A process's rows are what
+    it alone gives (its windows, its GPUs): an A/B's per-rank values read them."""
     windows = process_windows(steps, kept)
     if windows.is_empty():
-        return pl.DataFrame(schema=ITERATION_SCHEMA)
+        return pl.DataFrame(schema=PROCESS_ITERATION_SCHEMA)
     parts = []
     gpus = _gpus(*_narrow(kernels, memops))
     for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
         lo, hi = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
         metrics = _process_metrics(gpus.get(pid, []), lo, hi)
-        parts.append(pl.concat([w.select("step", "start_ns", "end_ns"), metrics.drop("window")],
-                               how="horizontal"))  # fmt: skip
+        parts.append(pl.concat([w.select("pid", "step", "start_ns", "end_ns"),
+                                metrics.drop("window")], how="horizontal"))  # fmt: skip
+    return pl.concat(parts).cast(PROCESS_ITERATION_SCHEMA)
+
+
+def iteration_table(
+    kernels: pl.DataFrame,
+    memops: pl.DataFrame,
+    steps: Steps,
+    kept: list[int],
+    *,
+    per_process: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Step time and communication per iteration, all GPUs together (:data:`ITERATION_SCHEMA`).
+
+    Each process is measured in its own iteration windows (ranks drift apart in time), then
+    the processes are added up; the step time is the median of the processes' GPU periods.
+    ``per_process``: their :func:`process_iterations`, when known (kernels are then not read).
+    """
+    if per_process is None:
+        per_process = process_iterations(kernels, memops, steps, kept)
+    if per_process.is_empty():
+        return pl.DataFrame(schema=ITERATION_SCHEMA)
     period = steps.table.group_by("step").agg(pl.col("step_ns").median())
     comm, hidden = pl.col("comm_ns"), pl.col("hidden_ns")
     return (
-        pl.concat(parts)
-        .group_by("step")
+        per_process.group_by("step")
         .agg(
             pl.col("start_ns").min(),
             pl.col("end_ns").max(),
