@@ -57,6 +57,9 @@ OTHER_CHANNEL = "other"
 
 MAX_RULES_BYTES = 1 << 20  # a rule file is a few KiB of TOML
 _PROBE = pl.Series([""], dtype=pl.String)  # compiles a pattern without any name to match
+_RULE_KEYS = {"class", "subclass", "pattern", "nvtx", "channel", "note"}
+_REQUIRED_KEYS = ("class", "subclass")
+_FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
 #: patterns known to compile (a rule table's are checked together, in one query, first)
 _COMPILED: set[str] = {""}
 
@@ -72,9 +75,6 @@ def _precompile(patterns: Iterable[str]) -> None:
     except pl.exceptions.PolarsError:
         return
     _COMPILED.update(todo)
-_RULE_KEYS = {"class", "subclass", "pattern", "nvtx", "channel", "note"}
-_REQUIRED_KEYS = ("class", "subclass")
-_FORMAT_HINT = "see nsysmoe/rules/default.toml for the format"
 
 
 @dataclass(frozen=True)
@@ -234,8 +234,8 @@ def load_rules(path: str | Path, *, extend_default: bool = True) -> RuleSet:
 
 
 def first_match(names: pl.Series, rules: tuple[Rule, ...]) -> np.ndarray:
-    """Index of the first rule matching each name (-1: none), one vectorised search per rule
-    over the names no earlier rule took."""
+    """Index of the first rule matching each name (-1: none): every rule searched in every name
+    in one query, the first hit per name kept."""
     index = np.full(len(names), -1, dtype=np.int32)
     if not len(names) or not rules:
         return index

@@ -236,8 +236,9 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     in_window = window.select(kernels.select("pid", "device", "start", "end", "name", "class",
                                              "subclass", "channel"))  # fmt: skip
     dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"].unique())
+    windows = process_windows(steps, kept)  # each process's own iteration windows
     if detail:  # the side thread is the less loaded one: it takes the cross-GPU matching too
-        collectives_job = nvtx_side.submit(_collectives, in_window, process_windows(steps, kept),
+        collectives_job = nvtx_side.submit(_collectives, in_window, windows,
                                            Path(trace.path).name, len(gpus))  # fmt: skip
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
@@ -250,7 +251,6 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                                                     row["pid"]), markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
     total = totals(gpus)
-    windows = process_windows(steps, kept)
     if whole is None:
         by_process = process_iterations(kernels, trace.memops, steps, kept)
         channels_by_process = process_channel_iterations(kernels, windows)
@@ -260,7 +260,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=by_process)
     step_channels = _step_channels(kernels, windows, iterations, channels_by_process)
     if detail:
-        idle_steps = idle_per_iteration(ops, process_windows(steps, kept), iterations,
+        idle_steps = idle_per_iteration(ops, windows, iterations,
                                         None if window.bounded else window_gaps)  # fmt: skip
         iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
         idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)

@@ -88,8 +88,7 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
             rows.append(pl.DataFrame({"pid": np.full(n, pid, np.int64),
                                       "device": np.full(n, device, np.int64),
                                       "start": both.starts, "end": both.ends}))  # fmt: skip
-    schema = BUSY_SCHEMA
-    return pl.concat(rows).cast(schema) if rows else pl.DataFrame(schema=schema)
+    return pl.concat(rows).cast(BUSY_SCHEMA) if rows else pl.DataFrame(schema=BUSY_SCHEMA)
 
 
 def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
