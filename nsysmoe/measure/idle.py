@@ -100,13 +100,28 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     if not by:  # one group: a constant key keeps the grouped code below unchanged
         return gaps(ops.with_columns(_group=pl.lit(0)), ["_group"]).drop("_group")
-    bounds = ops.group_by(by).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
-    # Within a start, the earliest-launched op first (nulls last): the first op of a start is
-    # the only one a gap can open before, so it is the deciding one.
-    real = _in_start_order(ops.filter(pl.col("end") > pl.col("start")), by)
-    reach = pl.col("end").cum_max().shift(1).over(by)  # end of everything earlier in the group
-    real = real.with_columns(g0=reach).join(bounds, on=by, how="left", maintain_order="left")
-    g0 = pl.coalesce("g0", "lo")  # the group's first real op: a leading gap from the span start
+    groups = ops.select(by).unique().sort(by).with_row_index("_g")  # in the output's order
+    ops = ops.join(groups, on=by, how="left", maintain_order="left", nulls_equal=True)
+    bounds = ops.group_by("_g").agg(lo=pl.col("start").min(), hi=pl.col("end").max()).sort("_g")
+    real = ops.filter(pl.col("end") > pl.col("start"))
+    g = real["_g"].to_numpy().astype(np.int64)
+    order = _start_order(g, real.select("start", "api_start", "api_tid"))
+    real = real.select("start", "end", "api_start", "api_tid")[order]
+    g, s, e = g[order], real["start"].to_numpy(), real["end"].to_numpy()
+    lo = bounds["lo"].fill_null(0).to_numpy()
+    # each op's g0: the end of everything before it in its group, or for a group's first op
+    # the span's start (a leading gap); only the first op of a start can open a gap (the
+    # next ones' g0 is at least its end), and it is the earliest-launched: the deciding one
+    reach = _group_cum_max(g, e)
+    first = np.ones(g.size, dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    g0 = np.empty_like(s)
+    g0[1:] = reach[:-1]
+    g0[first] = lo[g[first]]
+    opens = np.flatnonzero(s > g0)
+    inner = pl.DataFrame({"_g": g[opens], "start_ns": g0[opens], "end_ns": s[opens]}).hstack(
+        real.select("api_start", "api_tid")[opens]
+    )
     kind = (
         pl.when(pl.col("api_start").is_null())
         .then(pl.lit(OTHER))
@@ -114,45 +129,58 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
         .then(pl.lit(HOST))
         .otherwise(pl.lit(DEPENDENCY))
     )
-    inner = (
-        real.with_columns(start_ns=g0, end_ns=pl.col("start"))
-        .filter(pl.col("end_ns") > pl.col("start_ns"))
-        .select(*by, "start_ns", "end_ns", kind.alias("kind"), "api_tid")
-    )
-    last = real.group_by(by).agg(reach=pl.col("end").max())
-    trailing = (  # after the last real op (or all of a span with none): nothing ends it
-        bounds.join(last, on=by, how="left")
-        .select(*by, pl.coalesce("reach", "lo").alias("start_ns"), pl.col("hi").alias("end_ns"))
+    inner = inner.select("_g", "start_ns", "end_ns", kind.alias("kind"), "api_tid")
+    # after each group's last real op (or all of a span with none): nothing ends it
+    last_of = np.flatnonzero(np.r_[first[1:], True]) if g.size else np.zeros(0, np.int64)
+    last = pl.DataFrame({"_g": g[last_of], "reach": reach[last_of]})
+    trailing = (
+        bounds.join(last, on="_g", how="left")
+        .select("_g", pl.coalesce("reach", "lo").alias("start_ns"), pl.col("hi").alias("end_ns"))
         .filter(pl.col("end_ns") > pl.col("start_ns"))
         .with_columns(kind=pl.lit(OTHER), api_tid=pl.lit(None, pl.Int64))
     )
-    out = pl.concat([inner.with_columns(pl.col("api_tid").cast(pl.Int64)), trailing])
+    # a group's trailing gap starts after all its inner gaps: it goes right after them
+    at = np.searchsorted(inner["_g"].to_numpy(), trailing["_g"].to_numpy(), side="right")
+    rows = np.insert(np.arange(len(inner)), at, len(inner) + np.arange(len(trailing)))
+    out = pl.concat([inner, trailing.cast(inner.schema)])[rows]
     out = out.with_columns(
         gap_ns=pl.col("end_ns") - pl.col("start_ns"),
         api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
     )
-    return out.sort([*by, "start_ns"]).select(list(schema)).cast(schema)
+    keys = groups.select(by)[out["_g"].to_numpy()]
+    return keys.hstack(out.drop("_g")).select(list(schema)).cast(schema)
 
 
-def _in_start_order(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """``ops`` sorted by (``by``, start, api_start, api_tid), nulls last.
+def _group_cum_max(g: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The running maximum of ``e`` within each run of equal ``g`` (``g`` non-decreasing): one
+    accumulate over ``g`` above ``e``'s offset, or polars where that key would not fit 63 bits."""
+    if not e.size:
+        return e
+    low, span = int(e.min()), int(e.max()) - int(e.min())
+    shift = max(span, 1).bit_length()
+    if shift + int(g.max()).bit_length() > 62:
+        grouped = pl.DataFrame({"g": g, "e": e}).select(pl.col("e").cum_max().over("g"))
+        return grouped["e"].to_numpy()
+    base = g << shift
+    return np.maximum.accumulate(base | (e - low)) - base + low
+
+
+def _start_order(g: np.ndarray, ops: pl.DataFrame) -> np.ndarray:
+    """The permutation sorting ``ops`` (start, api_start, api_tid; no null start) by (``g``,
+    start, api_start, api_tid), nulls last.
 
     A multi-key sort of a million rows costs seconds, so: one stable sort of one int64 key
-    (the group's index above the start's offset), then a three-key sort of only the rows whose
+    (the group above the start's offset), then a three-key sort of only the rows whose
     (group, start) ties — they keep their places as a set, so sorting them among themselves
-    finishes the order. Falls back to the plain sort when a start is null or the key does not
-    fit in 63 bits."""
-    keys = [*by, "start", "api_start", "api_tid"]
-    if ops.is_empty() or ops["start"].null_count():
-        return ops.sort(keys, nulls_last=True)
-    groups = ops.select(by).unique().sort(by, nulls_last=True).with_row_index("_g")
-    group = ops.select(by).join(groups, on=by, how="left", maintain_order="left", nulls_equal=True)
-    g = group["_g"].to_numpy().astype(np.int64)
+    finishes the order. Falls back to the plain sort when the key does not fit in 63 bits."""
+    if not g.size:
+        return np.zeros(0, dtype=np.int64)
     start = ops["start"].to_numpy()
     lo, span = int(start.min()), int(start.max()) - int(start.min())
     shift = max(span, 1).bit_length()
     if shift + int(g.max()).bit_length() > 62:
-        return ops.sort(keys, nulls_last=True)
+        keyed = ops.with_columns(_g=pl.Series(g), _i=pl.int_range(pl.len()))
+        return keyed.sort(["_g", *ops.columns], nulls_last=True)["_i"].to_numpy()
     key = (g << shift) | (start - lo)
     order = np.argsort(key, kind="stable")
     k = key[order]
@@ -164,7 +192,7 @@ def _in_start_order(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
         order[at] = rows[np.lexsort((tid.fill_null(0).to_numpy(), tid.is_null().to_numpy(),
                                      api.fill_null(0).to_numpy(), api.is_null().to_numpy(),
                                      key[rows]))]  # fmt: skip
-    return ops[order]
+    return order
 
 
 def _split(ops: pl.DataFrame, by: list[str], g: pl.DataFrame | None = None) -> pl.DataFrame:
