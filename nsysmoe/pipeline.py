@@ -53,7 +53,7 @@ from nsysmoe.measure.launch_calls import (
     only_processes,
     remember,
 )
-from nsysmoe.measure.nvtx import nvtx_totals
+from nsysmoe.measure.nvtx import process_nvtx_totals, totals_of
 from nsysmoe.measure.overlap import per_gpu, totals
 from nsysmoe.measure.phases import (
     LAYER_SCHEMA,
@@ -210,8 +210,10 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
     launches = _launches(source)
-    nvtx_job = nvtx_side.submit(nvtx_totals, trace.nvtx, cpu_window, normalize=not scope.raw_nvtx)
-    markers_job = nvtx_side.submit(walls.oom_markers, trace.nvtx)
+    if whole is None:
+        nvtx_job = nvtx_side.submit(process_nvtx_totals, trace.nvtx, cpu_window,
+                                    normalize=not scope.raw_nvtx)  # fmt: skip
+        markers_job = nvtx_side.submit(walls.oom_markers, trace.nvtx)
     if detail:
         launched = launches.kernels.select("api_tid", "api_start", "api_end")
         phases_job = nvtx_side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
@@ -246,7 +248,12 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         share = idle_host_ns / idle_ns if idle_ns else None
         return walls.Context(dispatcher, frozenset(mine["channel"]), share, trace.source_format)
 
-    markers = markers_job.result()
+    if whole is None:
+        markers, nvtx_by_process = markers_job.result(), nvtx_job.result()
+    else:  # a process's own totals and markers, as its whole analysis named and counted them
+        nvtx_by_process = whole.process_nvtx.filter(mine)
+        pids = set(trace.gpus["pid"].to_list())
+        markers = {pid: n for pid, n in whole.oom_markers.items() if pid in pids}
     gpu_walls = tuple(_gpu_wall(trace, row, context(row["idle_host_ns"] or 0, row["idle_ns"],
                                                     row["pid"]), markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
@@ -283,7 +290,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         rules_source=source.rules_source,
         gpus=gpus,
         classes=classes,
-        nvtx=nvtx_job.result(),
+        nvtx=totals_of(nvtx_by_process),
         unclassified=busiest_unclassified(in_window),
         iterations=iterations,
         step_timeline=steps.timeline,
@@ -297,6 +304,8 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         iteration_channels=step_channels,
         process_iterations=by_process,
         process_iteration_channels=channels_by_process,
+        process_nvtx=nvtx_by_process,
+        oom_markers=markers,
         idle_gaps=idle_gaps,
         phases=phases,
         phase_totals=phase_totals(phases),

@@ -282,6 +282,10 @@ class TraceAnalysis:
                                              compare=False)  # fmt: skip
     process_iteration_channels: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False,
                                                      compare=False)  # fmt: skip
+    #: per (pid, name, style) the NVTX totals ``nvtx`` adds up, and per pid its OOM markers
+    #: (:func:`nsysmoe.measure.walls.oom_markers`): a rank's own, for the same reason
+    process_nvtx: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False, compare=False)
+    oom_markers: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
 
     @property

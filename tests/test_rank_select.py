@@ -152,14 +152,16 @@ def test_cli_rank_json_and_missing_rank(two_ranks, monkeypatch, capsys) -> None:
 
 
 def test_a_process_rows_are_what_it_alone_gives(two_ranks) -> None:
-    """The per-(pid, step) iteration rows and per-(pid, step, channel) channel sums an analysis
-    keeps (the per-rank values read them) equal each process measured alone, and add up to the
-    all-GPU iteration and channel tables."""
+    """The per-(pid, step) iteration rows, per-(pid, step, channel) channel sums, per-pid NVTX
+    totals and OOM markers an analysis keeps (the per-rank values read them) equal each process
+    measured alone, and add up to the all-GPU iteration, channel and NVTX tables."""
     import polars as pl
 
     from nsysmoe.measure.channels import channel_iterations, process_channel_iterations
     from nsysmoe.measure.iterations import iteration_table, process_iterations
+    from nsysmoe.measure.nvtx import nvtx_totals, totals_of
     from nsysmoe.measure.steps import detect_steps, process_windows
+    from nsysmoe.measure.walls import oom_markers
     from nsysmoe.pipeline import prepare, restrict
     from nsysmoe.results import Steps
 
@@ -180,6 +182,12 @@ def test_a_process_rows_are_what_it_alone_gives(two_ranks) -> None:
             kept_rows = a.process_iteration_channels.filter(pl.col("pid") == pid)
             assert chans.equals(kept_rows.sort("step", "channel"))
             assert not own.is_empty() and not chans.is_empty()
+            names = ["name", "style"]
+            alone_nvtx = nvtx_totals(alone.trace.nvtx, a.cpu_window).sort(names)
+            kept_nvtx = totals_of(a.process_nvtx.filter(pl.col("pid") == pid)).sort(names)
+            assert not alone_nvtx.is_empty() and alone_nvtx.equals(kept_nvtx)
+            assert oom_markers(alone.trace.nvtx) == {pid: a.oom_markers[pid]}
+        assert totals_of(a.process_nvtx).sort("name", "style").equals(a.nvtx.sort("name", "style"))
         whole = prepare(source.trace)
         assert iteration_table(whole.kernels, whole.trace.memops, steps, kept).equals(
             a.iterations.select(iteration_table(whole.kernels, whole.trace.memops, steps,

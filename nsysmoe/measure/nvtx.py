@@ -14,6 +14,7 @@ NVTX_TOTAL_SCHEMA = {
     "min_ns": pl.Int64,
     "max_ns": pl.Int64,
 }
+PROCESS_NVTX_TOTAL_SCHEMA = {"pid": pl.Int64} | NVTX_TOTAL_SCHEMA
 
 
 #: PyTorch emit_nvtx suffixes that differ between runs and instances: ``, op_id = 12``,
@@ -45,11 +46,31 @@ def nvtx_totals(
 
     With a window, ranges are clipped to it (so totals over the whole trace equal nvtxsum's).
     """
+    return totals_of(process_nvtx_totals(nvtx, window, normalize=normalize))
+
+
+def totals_of(per_process: pl.DataFrame) -> pl.DataFrame:
+    """:func:`nvtx_totals` from :func:`process_nvtx_totals` (of all processes, or of some):
+    counts and durations added up, the extremes' extremes, the largest total first."""
+    return (
+        per_process.group_by("name", "style")
+        .agg(pl.col("count").sum(), pl.col("total_ns").sum(), pl.col("min_ns").min(),
+             pl.col("max_ns").max())  # fmt: skip
+        .sort(["total_ns", "name"], descending=[True, False])
+        .cast(NVTX_TOTAL_SCHEMA)
+    )
+
+
+def process_nvtx_totals(
+    nvtx: pl.DataFrame, window: Window = WHOLE_TRACE, *, normalize: bool = True
+) -> pl.DataFrame:
+    """:func:`nvtx_totals` per process (:data:`PROCESS_NVTX_TOTAL_SCHEMA`, unsorted), in the
+    same one pass over the ranges: a rank's totals are its rows, the trace's their sums."""
     if nvtx.is_empty():
-        return pl.DataFrame(schema=NVTX_TOTAL_SCHEMA)
+        return pl.DataFrame(schema=PROCESS_NVTX_TOTAL_SCHEMA)
     # one lazy query: the window's filter, the names and the grouping run fused, in parallel,
     # without a clipped copy of millions of rows (3x faster, a fifth of the memory, than eager)
-    ranges = nvtx.lazy().select("start", "end", "name", "domain", "style")
+    ranges = nvtx.lazy().select("pid", "start", "end", "name", "domain", "style")
     if window.bounded:
         lo, hi = window.bounds()
         inside = ((pl.col("end") > lo) | (pl.col("start") >= lo)) & (pl.col("start") < hi)
@@ -61,18 +82,17 @@ def nvtx_totals(
     # domain are formatted (a string built for each of millions of rows costs a second)
     plain = pl.col("domain").is_null()
     named = pl.concat([
-        ranges.filter(plain).select(clean(pl.col("name")).alias("name"), "style", dur),
-        ranges.filter(~plain).select(clean(display_name()).alias("name"), "style", dur),
+        ranges.filter(plain).select("pid", clean(pl.col("name")).alias("name"), "style", dur),
+        ranges.filter(~plain).select("pid", clean(display_name()).alias("name"), "style", dur),
     ])  # fmt: skip
     return (
-        named.group_by("name", "style")
+        named.group_by("pid", "name", "style")
         .agg(
             pl.len().cast(pl.Int64).alias("count"),
             pl.col("dur").sum().alias("total_ns"),
             pl.col("dur").min().alias("min_ns"),
             pl.col("dur").max().alias("max_ns"),
         )
-        .sort(["total_ns", "name"], descending=[True, False])
-        .cast(NVTX_TOTAL_SCHEMA)
+        .cast(PROCESS_NVTX_TOTAL_SCHEMA)
         .collect()
     )
