@@ -9,7 +9,7 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.kernels import compute_kernel_stats, names_in_window
 from nsysmoe.measure.launch_calls import launches_of
-from nsysmoe.measure.nvtx import NVTX_NOISE, display_name
+from nsysmoe.measure.nvtx import NVTX_NOISE, named_like
 from nsysmoe.measure.projection import project_nvtx, projected_totals
 from nsysmoe.results import Side, TraceAnalysis
 
@@ -45,10 +45,7 @@ def measure_side(label: str, analysis: TraceAnalysis,
         .sort("name")
     )
     if projected is None:
-        phase_ranges = analysis.cpu_window.select(trace.nvtx).filter(
-            pl.col("name").str.contains(MOE_PHASE_PATTERN)
-            | display_name().str.contains(MOE_PHASE_PATTERN)
-        )
+        phase_ranges = analysis.cpu_window.select(named_like(trace.nvtx, MOE_PHASE_PATTERN))
         projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime,
                                  launches=launches_of(trace)).with_columns(
             pl.col("name").str.replace_all(NVTX_NOISE, ""))  # fmt: skip

@@ -31,6 +31,16 @@ def display_name() -> pl.Expr:
     )
 
 
+def named_like(nvtx: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """The ranges whose bare name or display name matches ``pattern``, in table order; the
+    display name is built only for the few ranges of a named domain (elsewhere it is the bare
+    name), not for each of millions of rows."""
+    hit = nvtx.select(pl.col("name").str.contains(pattern)).to_series()
+    domained = nvtx.with_row_index("_i").filter(pl.col("domain").is_not_null())
+    also = domained.filter(display_name().str.contains(pattern))["_i"]
+    return nvtx.filter(hit.scatter(also, True) if len(also) else hit)
+
+
 def normalized_name() -> pl.Expr:
     """The display name without the :data:`NVTX_NOISE` suffixes."""
     return display_name().str.replace_all(NVTX_NOISE, "")
