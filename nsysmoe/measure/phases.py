@@ -158,6 +158,8 @@ def phase_tables(
     communication over ``window``; ``kernels`` must carry ``class``. ``launched``: each kernel
     row's launching call (api_tid, api_start, api_end; see :func:`memberships`), when known."""
     window = window or WHOLE_TRACE
+    # only the columns read below: the window's filter copies every column it keeps
+    kernels = kernels.select("pid", "device", "start", "end", "class", "corr_id")
     if launched is not None:
         kernels = kernels.hstack(launched)
     if window.bounded:  # membership comes from the launch, the time from the window
