@@ -39,6 +39,7 @@ from nsysmoe.measure.idle import (
     GAP_SCHEMA,
     OPS_SCHEMA,
     gaps,
+    gaps_in_window,
     idle_per_iteration,
     idle_split_per_gpu,
     largest_gaps,
@@ -221,8 +222,12 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                                       launched=launched if launches.unique else None)  # fmt: skip
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops)
-    if detail or whole is None:  # the whole timeline's gaps too, unless a time window cuts
-        window_gaps = gaps(window_ops)
+    if detail or whole is None:  # the whole timeline's gaps, and the window's cut from them
+        timeline_gaps = gaps(ops, launch=True)
+        window_gaps = gaps_in_window(timeline_gaps, window_ops) if window.bounded else None
+        timeline_gaps = timeline_gaps.drop("api_start")  # only the window's cut needed it
+        if window_gaps is None:  # the whole trace: the window's gaps are the timeline's
+            window_gaps = timeline_gaps
     if whole is None:
         split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
         gpus = (
@@ -267,8 +272,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=by_process)
     step_channels = _step_channels(kernels, windows, iterations, channels_by_process)
     if detail:
-        idle_steps = idle_per_iteration(ops, windows, iterations,
-                                        None if window.bounded else window_gaps)  # fmt: skip
+        idle_steps = idle_per_iteration(ops, windows, iterations, timeline_gaps)
         iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
         idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
         phases, layers = phases_job.result()

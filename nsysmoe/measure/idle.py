@@ -82,10 +82,12 @@ def launch_starts(
     return launch_table(kernels, memops, runtime).ops.select(list(OPS_SCHEMA))
 
 
-def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
+def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU, *, launch: bool = False) -> pl.DataFrame:
     """Every idle gap of every ``by`` group: ``by`` columns, start_ns, end_ns, gap_ns, kind
     (:data:`KINDS`) and api_tid (the deciding call's thread; null for ``other``), in group and
-    time order. ``ops`` needs start, end, api_start and (optionally) api_tid."""
+    time order; with ``launch``, also api_start (the deciding call's start; null for
+    ``other``), which :func:`gaps_in_window` needs. ``ops`` needs start, end, api_start and
+    (optionally) api_tid."""
     by = list(by)
     tid = pl.col("api_tid") if "api_tid" in ops.columns else pl.lit(None, pl.Int64)
     ops = ops.select(
@@ -95,11 +97,11 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
     )
     schema = {c: ops.schema[c] for c in by} | {
         c: GAP_SCHEMA[c] for c in ("start_ns", "end_ns", "gap_ns", "kind", "api_tid")
-    }
+    } | ({"api_start": pl.Int64} if launch else {})
     if ops.is_empty():
         return pl.DataFrame(schema=schema)
     if not by:  # one group: a constant key keeps the grouped code below unchanged
-        return gaps(ops.with_columns(_group=pl.lit(0)), ["_group"]).drop("_group")
+        return gaps(ops.with_columns(_group=pl.lit(0)), ["_group"], launch=launch).drop("_group")
     groups = ops.select(by).unique().sort(by).with_row_index("_g")  # in the output's order
     ops = ops.join(groups, on=by, how="left", maintain_order="left", nulls_equal=True)
     bounds = ops.group_by("_g").agg(lo=pl.col("start").min(), hi=pl.col("end").max()).sort("_g")
@@ -129,7 +131,7 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
         .then(pl.lit(HOST))
         .otherwise(pl.lit(DEPENDENCY))
     )
-    inner = inner.select("_g", "start_ns", "end_ns", kind.alias("kind"), "api_tid")
+    inner = inner.select("_g", "start_ns", "end_ns", kind.alias("kind"), "api_tid", "api_start")
     # after each group's last real op (or all of a span with none): nothing ends it
     last_of = np.flatnonzero(np.r_[first[1:], True]) if g.size else np.zeros(0, np.int64)
     last = pl.DataFrame({"_g": g[last_of], "reach": reach[last_of]})
@@ -137,7 +139,8 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
         bounds.join(last, on="_g", how="left")
         .select("_g", pl.coalesce("reach", "lo").alias("start_ns"), pl.col("hi").alias("end_ns"))
         .filter(pl.col("end_ns") > pl.col("start_ns"))
-        .with_columns(kind=pl.lit(OTHER), api_tid=pl.lit(None, pl.Int64))
+        .with_columns(kind=pl.lit(OTHER), api_tid=pl.lit(None, pl.Int64),
+                      api_start=pl.lit(None, pl.Int64))  # fmt: skip
     )
     # a group's trailing gap starts after all its inner gaps: it goes right after them
     at = np.searchsorted(inner["_g"].to_numpy(), trailing["_g"].to_numpy(), side="right")
@@ -146,9 +149,49 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU) -> pl.DataFrame:
     out = out.with_columns(
         gap_ns=pl.col("end_ns") - pl.col("start_ns"),
         api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
+        api_start=pl.when(pl.col("kind") != OTHER).then("api_start"),
     )
     keys = groups.select(by)[out["_g"].to_numpy()]
     return keys.hstack(out.drop("_g")).select(list(schema)).cast(schema)
+
+
+def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFrame:
+    """:func:`gaps` of ``window_ops`` (the ops a :class:`~nsysmoe.model.Window` selected, clipped
+    to it) from ``whole`` = ``gaps(ops, launch=True)`` of all the ops, per GPU, without a
+    second sort of them.
+
+    A GPU's idle time inside the window's span of its work is its whole timeline's idle time
+    there (the window's ops are the whole ones clipped), so its gaps are the whole gaps clipped
+    to that span, each ended by the same op. Two can change kind: a gap whose end was cut is
+    ended by nothing in the window (``other``), and a gap whose start was cut is judged
+    against its new start (the deciding call started before it: ``dependency``)."""
+    schema = {c: whole.schema[c] for c in GPU} | {c: GAP_SCHEMA[c] for c in
+                                                    ("start_ns", "end_ns", "gap_ns", "kind",
+                                                     "api_tid")}  # fmt: skip
+    span = window_ops.group_by(GPU).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
+    cut_start, cut_end = pl.col("start_ns") < pl.col("lo"), pl.col("end_ns") > pl.col("hi")
+    kind = (
+        pl.when(cut_end | pl.col("api_start").is_null())
+        .then(pl.lit(OTHER))
+        .when(cut_start & (pl.col("api_start") < pl.col("lo")))
+        .then(pl.lit(DEPENDENCY))
+        .when(cut_start)
+        .then(pl.lit(HOST))
+        .otherwise("kind")
+    )
+    start = pl.max_horizontal("start_ns", "lo").alias("start_ns")
+    end = pl.min_horizontal("end_ns", "hi").alias("end_ns")
+    return (
+        whole.join(span, on=GPU, how="inner", maintain_order="left")
+        .filter(pl.col("end_ns") > pl.col("lo"), pl.col("start_ns") < pl.col("hi"))
+        .with_columns(kind.alias("kind"), start, end)
+        .with_columns(
+            gap_ns=pl.col("end_ns") - pl.col("start_ns"),
+            api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
+        )
+        .select(list(schema))
+        .cast(schema)
+    )
 
 
 def _group_cum_max(g: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from nsysmoe.measure.idle import (
     OPS_SCHEMA,
     SPLIT_COLUMNS,
     gaps,
+    gaps_in_window,
     idle_split,
     idle_split_per_gpu,
     largest_gaps,
@@ -233,6 +234,43 @@ def test_split_in_windows_equals_each_window_selected(rows: list[Op], wins: list
     want = [(i, *row) for i, (lo, hi) in enumerate(wins)
             for row in idle_split_per_gpu(Window(lo, hi).select(table)).rows()]  # fmt: skip
     assert got.rows() == want
+
+
+@given(op_rows, windows)
+@settings(max_examples=150, deadline=None)
+def test_gaps_in_window_are_the_windowed_ops_gaps(rows: list[Op], wins: list) -> None:
+    """The whole timeline's gaps clipped to a window's span of work, kinds re-judged where a
+    gap was cut, are the gaps of the window's ops measured alone."""
+    table = ops(*rows)
+    whole = gaps(table, launch=True)
+    assert whole.drop("api_start").equals(gaps(table))
+    for lo, hi in wins:
+        selected = Window(lo, hi).select(table)
+        assert gaps_in_window(whole, selected).rows() == gaps(selected).rows()
+
+
+def test_gaps_in_window_cut_kinds() -> None:
+    # [0,10) api 0, [20,30) api 15, [40,50) api 35; window [12, 45): span [20, 45)
+    t = gpu((0, 10, 0), (20, 30, 15), (40, 50, 35))
+    whole = gaps(t, launch=True)
+    assert whole.select("start_ns", "end_ns", "kind").rows() == [(10, 20, "host"),
+                                                                  (30, 40, "host")]
+    # the window's span starts at 20: the gap [10,20) is outside it; [30,40) stays host
+    got = gaps_in_window(whole, Window(12, 45).select(t))
+    assert got.select("start_ns", "end_ns", "kind").rows() == [(30, 40, "host")]
+    # [5, 35) with a zero-length op at 33: span [5, 33); [10,20) kept as it was, [30,40) cut
+    # at its end to [30,33): nothing in the window ends it, so other, with no thread
+    z = pl.concat([t, gpu((33, 33, 33))])
+    got = gaps_in_window(gaps(z, launch=True), Window(5, 35).select(z))
+    assert got.select("start_ns", "end_ns", "kind", "api_tid").rows() == [
+        (10, 20, "host", 7), (30, 33, "other", None)]
+    assert got.rows() == gaps(Window(5, 35).select(z)).rows()
+    # a zero-length op at 16 opens the window's span inside the gap: [16,20) is judged
+    # against 16, and the call at 15 came before it: dependency
+    z = pl.concat([t, gpu((16, 16, 16))])
+    got = gaps_in_window(gaps(z, launch=True), Window(14, 25).select(z))
+    assert got.select("start_ns", "end_ns", "kind").rows() == [(16, 20, "dependency")]
+    assert got.rows() == gaps(Window(14, 25).select(z)).rows()
 
 
 def test_split_in_windows_clips_like_window_select() -> None:
