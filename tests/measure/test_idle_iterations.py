@@ -77,3 +77,21 @@ def test_iteration_idle_split_equals_brute_force(tmp_path: Path, dispatcher: str
     g = result.gpus
     assert (g["idle_host_ns"] + g["idle_dependency_ns"] + g["idle_other_ns"]).to_list() == \
         g["idle_ns"].to_list()
+
+
+def test_a_gpu_idle_through_a_whole_window_is_not_counted_there() -> None:
+    """A GPU with no work in an iteration window has no idle time in it (the iteration table
+    counts GPUs with work), even where a gap of its timeline covers the window."""
+    from nsysmoe.measure.idle import OPS_SCHEMA, idle_per_iteration
+
+    # GPU 0: [0,10) [20,30) [40,50), launched at 0, 15, 35: gaps [10,20) and [30,40) host;
+    # GPU 1: [0,5) and [60,70), both launched at 0: gap [5,60) dependency
+    ops = pl.DataFrame([(1, 0, 0, 10, 0, 7), (1, 0, 20, 30, 15, 7), (1, 0, 40, 50, 35, 7),
+                        (1, 1, 0, 5, 0, 7), (1, 1, 60, 70, 0, 7)],
+                       schema=OPS_SCHEMA, orient="row")  # fmt: skip
+    windows = pl.DataFrame({"pid": [1, 1], "step": [1, 2], "start_ns": [0, 25],
+                            "end_ns": [25, 50]})  # fmt: skip
+    # step 1: GPU 0 idle 10 of 25, GPU 1 idle 20 of 25; step 2: GPU 0 only, idle 10
+    iterations = pl.DataFrame({"step": [1, 2], "idle_ns": [30, 10]})
+    got = idle_per_iteration(ops, windows, iterations)
+    assert got.rows() == [(1, 10, 20, 0), (2, 10, 0, 0)]
