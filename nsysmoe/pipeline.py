@@ -224,10 +224,9 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     window_ops = window.select(ops)
     if detail or whole is None:  # the whole timeline's gaps, and the window's cut from them
         timeline_gaps = gaps(ops, launch=True)
-        window_gaps = gaps_in_window(timeline_gaps, window_ops) if window.bounded else None
+        window_gaps = (gaps_in_window(timeline_gaps, window_ops) if window.bounded
+                       else timeline_gaps.drop("api_start"))  # fmt: skip
         timeline_gaps = timeline_gaps.drop("api_start")  # only the window's cut needed it
-        if window_gaps is None:  # the whole trace: the window's gaps are the timeline's
-            window_gaps = timeline_gaps
     if whole is None:
         split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
         gpus = (

@@ -163,11 +163,11 @@ def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFram
     A GPU's idle time inside the window's span of its work is its whole timeline's idle time
     there (the window's ops are the whole ones clipped), so its gaps are the whole gaps clipped
     to that span, each ended by the same op. Two can change kind: a gap whose end was cut is
-    ended by nothing in the window (``other``), and a gap whose start was cut is judged
-    against its new start (the deciding call started before it: ``dependency``)."""
-    schema = {c: whole.schema[c] for c in GPU} | {c: GAP_SCHEMA[c] for c in
-                                                    ("start_ns", "end_ns", "gap_ns", "kind",
-                                                     "api_tid")}  # fmt: skip
+    ended by nothing in the window (``other``), and a gap whose start was cut is judged again
+    against its new start (``host`` if the deciding call started at or after it, else
+    ``dependency``)."""
+    columns = ("start_ns", "end_ns", "gap_ns", "kind", "api_tid")
+    schema = {c: whole.schema[c] for c in GPU} | {c: GAP_SCHEMA[c] for c in columns}
     span = window_ops.group_by(GPU).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
     cut_start, cut_end = pl.col("start_ns") < pl.col("lo"), pl.col("end_ns") > pl.col("hi")
     kind = (
