@@ -137,6 +137,8 @@ def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> None:
 
     plan.steps.append(("nsys-ai", step))
     plan.ratios.append(Ratio("nsys-ai SQLite path / analyze", "nsysai", "analyze", "≥ 3", 3, True))
+    # the ceiling of the row above: the ratio if the analysis after the read cost nothing
+    plan.ratios.append(Ratio("  nsys-ai / reader alone (ceiling)", "nsysai", "load"))
 
 
 def ab_steps(plan: Plan, ex: Exports) -> None:
@@ -409,6 +411,19 @@ def report(
     per_m = rss / (c["CUPTI_ACTIVITY_KIND_KERNEL"] / 1e6) if rss else None
     ok = None if per_m is None else per_m <= RSS_PER_M_LIMIT
     target("analyze peak RSS per 1M kernels", per_m, f"{gb(per_m)} GB", "≤ 1 GB", ok)
+    if "load" in m and (read := m["load"].peak_rss()):  # the floor of the row above
+        per_read = read / (c["CUPTI_ACTIVITY_KIND_KERNEL"] / 1e6)
+        lines.append(
+            ("  reader alone, peak RSS per 1M kernels", "", "", f"{gb(per_read)} GB", "–", "info")
+        )
+        targets.append(
+            {
+                "label": "reader alone, peak RSS per 1M kernels",
+                "value": per_read,
+                "target": "",
+                "verdict": "info",
+            }
+        )
     scaling = scaling_table(m, points)
     exp, local = scaling["exponent"], scaling["exponent_last_doubling"]
     ok = None if exp is None else max(exp, local or exp) <= LINEAR_EXPONENT
