@@ -1,4 +1,5 @@
-"""The benchmark's inputs: the A/B pair, the many-rank directory and the scaling exports.
+"""The benchmark's inputs: the A/B pair, its NVTX-light twin, the many-rank directory and the
+scaling exports.
 
 Generated once by ``gen_exports.py`` and reused while their parameter sidecars match. The
 sidecars live under ``WORK/meta/`` (one JSON per export, same relative path), never beside the
@@ -16,7 +17,11 @@ from pathlib import Path
 from gen_exports import ExportParams, Job, ensure_many
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
-LEFTOVERS = (".json", ".tmp")  # what older benches or interrupted runs left in a rank dir
+LEFTOVERS = (".json", ".tmp")
+#: the light twin records one PyTorch op range in this many: ~0.56 NVTX rows per kernel, the
+#: density of the issue's held-out export (0.56M NVTX rows beside 1.1M kernels), where ``off``
+#: records every op range (~3 per kernel, as with ``torch.autograd.profiler.emit_nvtx``)
+LIGHT_OP_EVERY = 16  # what older benches or interrupted runs left in a rank dir
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,12 @@ QUICK = Sizes(
 @dataclass(frozen=True)
 class Exports:
     off: Path  # the big export, overlap off (the "analyze" input)
+    light: Path  # ``off`` with one op range in LIGHT_OP_EVERY: same kernels, fewer NVTX rows
     on: Path  # the same run with overlap on
     rank_dir: Path  # exactly ``ranks`` rank files, nothing else
     ranks: list[Path]
     counts: dict[str, int]  # rows per table of ``off``
+    light_counts: dict[str, int]  # rows per table of ``light``
     rank_kernels: int  # kernels in one rank file
     scaling: dict[Path, int]  # scaling export -> its kernel rows (``off`` among them)
     generated: int  # files generated this time
@@ -89,13 +96,14 @@ def make_exports(sizes: Sizes, work: Path) -> Exports:
         overlap=False,
         seed=4,
     )
-    off, on = work / "moe-off.sqlite", work / "moe-on.sqlite"
+    off, on, light = (work / f"moe-{x}.sqlite" for x in ("off", "on", "light"))
     rank_dir = work / f"ranks{sizes.ranks}"
     rank_dir.mkdir(parents=True, exist_ok=True)
     ranks = [rank_dir / f"rank{r:02d}.sqlite" for r in range(sizes.ranks)]
     jobs: list[Job] = [
         (off, big, _meta(work, off)),
         (on, replace(big, overlap=True), _meta(work, on)),
+        (light, replace(big, op_every=LIGHT_OP_EVERY), _meta(work, light)),
     ]
     for r, path in enumerate(ranks):
         rank = ExportParams(
@@ -125,9 +133,11 @@ def make_exports(sizes: Sizes, work: Path) -> Exports:
     return Exports(
         off=off,
         on=on,
+        light=light,
         rank_dir=rank_dir,
         ranks=ranks,
         counts=counts[off],
+        light_counts=counts[light],
         rank_kernels=counts[ranks[0]][KERNELS],
         scaling={p: counts[p][KERNELS] for p in scale_paths},
         generated=sum(g for g, _ in made),

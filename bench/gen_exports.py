@@ -69,6 +69,7 @@ class ExportParams:
     seed: int
     first_pid: int = 2_814_305
     first_device: int = 0
+    op_every: int = 1  # one PyTorch op range (`…, op_id = N`) in this many is recorded
 
     def key(self) -> dict[str, Any]:
         return {"generator": GENERATOR_VERSION, **asdict(self)}
@@ -228,8 +229,10 @@ def process_rows(
     pid: int,
     device: int,
     first_iteration: int,
+    op_every: int = 1,
 ) -> None:
-    """Kernel, memcpy, memset, runtime and NVTX rows of one process."""
+    """Kernel, memcpy, memset, runtime and NVTX rows of one process; ``op_every``: one PyTorch
+    op range in this many is written (op ids stay those of a run that recorded them all)."""
     n, s = tl.cpu_start.shape
     gpid = global_pid(pid)
     tids = np.array([gpid | pid, gpid | (pid + 113)], dtype=np.int64)  # main, autograd thread
@@ -328,20 +331,23 @@ def process_rows(
         )
 
     # NVTX: the NCCL domain is created first, then the ranges of every iteration
-    r = len(t.ranges)
-    first = np.array([x.first for x in t.ranges])
-    last = np.array([x.last for x in t.ranges])
-    widen = np.array([(MAX_DEPTH - x.depth) * WIDEN_NS for x in t.ranges], dtype=np.int64)
+    n_ops = sum(x.op for x in t.ranges)
+    all_op_index = np.cumsum([x.op for x in t.ranges]) - 1
+    kept = [not x.op or o % op_every == 0 for x, o in zip(t.ranges, all_op_index, strict=True)]
+    ranges = [x for x, keep in zip(t.ranges, kept, strict=True) if keep]
+    op_index = all_op_index[np.array(kept)]
+    r = len(ranges)
+    first = np.array([x.first for x in ranges])
+    last = np.array([x.last for x in ranges])
+    widen = np.array([(MAX_DEPTH - x.depth) * WIDEN_NS for x in ranges], dtype=np.int64)
     starts = (tl.cpu_start[:, first] - widen).ravel()
     ends = (tl.cpu_end[:, last] + widen).ravel()
-    thread = np.tile(tids[[x.thread for x in t.ranges]], n)
-    n_ops = sum(x.op for x in t.ranges)
-    op_index = np.cumsum([x.op for x in t.ranges]) - 1
+    thread = np.tile(tids[[x.thread for x in ranges]], n)
     texts: list[str | None] = []
     text_ids: list[int | None] = []
     for it in range(n):
         op_base = 1 + (first_iteration + it) * n_ops
-        for x, o in zip(t.ranges, op_index.tolist(), strict=True):
+        for x, o in zip(ranges, op_index.tolist(), strict=True):
             if x.registered:
                 texts.append(None)
                 text_ids.append(strings.id(x.text))
@@ -351,7 +357,7 @@ def process_rows(
             else:
                 texts.append(x.text.replace("{it}", str(first_iteration + it)))
                 text_ids.append(None)
-    domain = np.tile([x.domain for x in t.ranges], n)
+    domain = np.tile([x.domain for x in ranges], n)
     rows.add(
         "NVTX_EVENTS",
         {
@@ -408,7 +414,8 @@ def write_export(path: Path, params: ExportParams) -> dict[str, int]:
         device = (params.first_device + p) % 8
         tl = relative.place(origin)
         _check(template, tl)
-        process_rows(rows, strings, template, tl, pid, device, first_iteration=1)
+        process_rows(rows, strings, template, tl, pid, device, first_iteration=1,
+                     op_every=params.op_every)  # fmt: skip
         procs.append((pid, device))
 
     tmp = path.with_suffix(".tmp")

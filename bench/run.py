@@ -29,7 +29,7 @@ from typing import Any
 
 import floor
 import kineto_vs_hta as kineto
-from exports import FULL, QUICK, Exports, make_exports
+from exports import FULL, LIGHT_OP_EVERY, QUICK, Exports, make_exports
 from installs import nsysai_venv, pip_target, sqlite3_cli, version_of
 from procs import measure, warm
 from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_exponent, run_rounds
@@ -42,6 +42,8 @@ RSS_PER_M_LIMIT = 1.0 * GB
 REPEAT_LIMIT_S = 0.5
 HELP_LIMIT_S = 0.3
 LINEAR_EXPONENT = 1.15
+#: the reader alone: imports + ``load_trace`` of ``sys.argv[1]``
+LOAD = "import sys; from nsysmoe.io import load_trace; load_trace(sys.argv[1])"
 
 
 def nsysmoe_cmd(*args: str, out: str = os.devnull) -> list[str]:
@@ -109,9 +111,8 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str) -> None:
             "floor2", "  decode floor, 2 sqlite3 at once", "NVTX ∥ the rest, as nsysmoe's reader"
         )
         plan.steps.append(("floor2", cmd_step("floor2", floor.command_split(cli, ex.off))))
-    code = "import sys; from nsysmoe.io import load_trace; load_trace(sys.argv[1])"
     plan.add("load", "  nsysmoe reader alone (load_trace)", "imports + read into polars frames")
-    plan.steps.append(("load", cmd_step("load", [PY, "-c", code, str(ex.off)])))
+    plan.steps.append(("load", cmd_step("load", [PY, "-c", LOAD, str(ex.off)])))
     plan.ratios += [
         Ratio("analyze / decode floor", "analyze", "floor", "≤ 2.5", 2.5),
         Ratio("analyze / 2-process floor", "analyze", "floor2"),
@@ -119,26 +120,55 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str) -> None:
     ]
 
 
-def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> None:
-    py, why = nsysai_venv(tools)
-    if py is None:
-        plan.notes.append(f"no nsys-ai rows: {why}")
-        return
-    version = version_of(py, "nsys-ai")
-    plan.add("nsysai", f"nsys-ai {version} overlap, SQLite path", "bench/nsysai_sqlite_path.py OFF")
-    cmd = [str(py), str(BENCH / "nsysai_sqlite_path.py"), str(ex.off)]
+def nsysai_step(py: Path, key: str, export: Path) -> Step:
+    """nsys-ai's SQLite path on ``export``; a run that analysed no GPU is an error."""
+    cmd = [str(py), str(BENCH / "nsysai_sqlite_path.py"), str(export)]
 
     def step(_: int) -> dict[str, Outcome]:
         run = measure(cmd, capture=True)
         if run.rc != 0:
-            return {"nsysai": failure(run)}
+            return {key: failure(run)}
         devices = json.loads(run.stdout)["devices"]
-        return {"nsysai": run if devices else "no GPU analysed"}
+        return {key: run if devices else "no GPU analysed"}
 
-    plan.steps.append(("nsys-ai", step))
+    return step
+
+
+def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> Path | None:
+    """The nsys-ai rows; returns its venv's python (None where it could not be installed)."""
+    py, why = nsysai_venv(tools)
+    if py is None:
+        plan.notes.append(f"no nsys-ai rows: {why}")
+        return None
+    version = version_of(py, "nsys-ai")
+    plan.add("nsysai", f"nsys-ai {version} overlap, SQLite path", "bench/nsysai_sqlite_path.py OFF")
+    plan.steps.append(("nsys-ai", nsysai_step(py, "nsysai", ex.off)))
     plan.ratios.append(Ratio("nsys-ai SQLite path / analyze", "nsysai", "analyze", "≥ 3", 3, True))
     # the ceiling of the row above: the ratio if the analysis after the read cost nothing
     plan.ratios.append(Ratio("  nsys-ai / reader alone (ceiling)", "nsysai", "load"))
+    return py
+
+
+def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None) -> None:
+    """The same targets on LIGHT: ``off``'s kernels with the NVTX density of the issue's export
+    (one PyTorch op range in 16), so a reader sees which verdicts hang on the NVTX rows."""
+    n = ex.light_counts["NVTX_EVENTS"]
+    head = f"LIGHT ({n / 1e6:.2f}M NVTX rows):"
+    if cli:
+        plan.add("floor.light", f"{head} decode floor", "total() per column, 1 process")
+        plan.steps.append(("LIGHT floor", cmd_step("floor.light", floor.command(cli, ex.light))))
+    plan.add("analyze.light", f"{head} nsysmoe analyze", "--format json -o /dev/null")
+    plan.steps.append(("LIGHT analyze", cmd_step("analyze.light", nsysmoe_cmd(str(ex.light)))))
+    plan.add("load.light", f"{head} reader alone", "imports + read into polars frames")
+    plan.steps.append(("LIGHT load", cmd_step("load.light", [PY, "-c", LOAD, str(ex.light)])))
+    if nsysai is not None:
+        plan.add("nsysai.light", f"{head} nsys-ai SQLite path", "bench/nsysai_sqlite_path.py")
+        plan.steps.append(("LIGHT nsys-ai", nsysai_step(nsysai, "nsysai.light", ex.light)))
+    plan.ratios += [
+        Ratio("LIGHT: analyze / decode floor", "analyze.light", "floor.light", "≤ 2.5", 2.5),
+        Ratio("LIGHT: nsys-ai / analyze", "nsysai.light", "analyze.light", "≥ 3", 3, True),
+        Ratio("  LIGHT: nsys-ai / reader alone (ceiling)", "nsysai.light", "load.light"),
+    ]
 
 
 def ab_steps(plan: Plan, ex: Exports) -> None:
@@ -357,6 +387,12 @@ def report(
         f"{c['CUPTI_ACTIVITY_KIND_RUNTIME']:,} CUDA API rows, {c['NVTX_EVENTS']:,} NVTX rows, "
         f"{ex.off.stat().st_size / 1e6:.0f} MB; ON = {ex.on.name} (overlap on)"
     )
+    lc = ex.light_counts
+    print(
+        f"LIGHT = {ex.light.name}: OFF's kernels and CUDA API rows with {lc['NVTX_EVENTS']:,} "
+        f"NVTX rows (one PyTorch op range in {LIGHT_OP_EVERY}), "
+        f"{ex.light.stat().st_size / 1e6:.0f} MB"
+    )
     print(
         "each round runs every row once, in this order; s = subprocess wall seconds, cpu = user"
         " + sys of the child (and its reaped children), RSS = largest ru_maxrss of the rounds\n"
@@ -407,23 +443,19 @@ def report(
         med = m[key].median() if key in m else None
         ok = None if med is None else med <= limit
         target(label, med, f"{s_(med)} s", f"≤ {limit} s", ok)
-    rss = m["analyze"].peak_rss()
-    per_m = rss / (c["CUPTI_ACTIVITY_KIND_KERNEL"] / 1e6) if rss else None
-    ok = None if per_m is None else per_m <= RSS_PER_M_LIMIT
-    target("analyze peak RSS per 1M kernels", per_m, f"{gb(per_m)} GB", "≤ 1 GB", ok)
-    if "load" in m and (read := m["load"].peak_rss()):  # the floor of the row above
-        per_read = read / (c["CUPTI_ACTIVITY_KIND_KERNEL"] / 1e6)
-        lines.append(
-            ("  reader alone, peak RSS per 1M kernels", "", "", f"{gb(per_read)} GB", "–", "info")
-        )
-        targets.append(
-            {
-                "label": "reader alone, peak RSS per 1M kernels",
-                "value": per_read,
-                "target": "",
-                "verdict": "info",
-            }
-        )
+    for tag, counts, analyze, load in (
+        ("", c, "analyze", "load"),
+        ("LIGHT: ", ex.light_counts, "analyze.light", "load.light"),
+    ):
+        per_m = {k: rss_per_million(m, k, counts) for k in (analyze, load)}
+        ok = None if per_m[analyze] is None else per_m[analyze] <= RSS_PER_M_LIMIT
+        shown = f"{gb(per_m[analyze])} GB"
+        target(f"{tag}analyze peak RSS per 1M kernels", per_m[analyze], shown, "≤ 1 GB", ok)
+        if per_m[load] is not None:  # the floor of the row above
+            label = f"  {tag}reader alone, peak RSS per 1M kernels"
+            lines.append((label, "", "", f"{gb(per_m[load])} GB", "–", "info"))
+            targets.append({"label": label.strip(), "value": per_m[load], "target": "",
+                            "verdict": "info"})  # fmt: skip
     scaling = scaling_table(m, points)
     exp, local = scaling["exponent"], scaling["exponent_last_doubling"]
     ok = None if exp is None else max(exp, local or exp) <= LINEAR_EXPONENT
@@ -458,6 +490,12 @@ def report(
         "scaling": {k: v for k, v in scaling.items() if k != "text"},
         "notes": plan.notes,
     }
+
+
+def rss_per_million(m: dict[str, Measure], key: str, counts: dict[str, int]) -> float | None:
+    """Peak RSS of a measure per 1M kernels of its export (None where it has no sample)."""
+    rss = m[key].peak_rss() if key in m else None
+    return rss / (counts["CUPTI_ACTIVITY_KIND_KERNEL"] / 1e6) if rss else None
 
 
 def scaling_table(m: dict[str, Measure], points: list[tuple[int, str]]) -> dict[str, Any]:
@@ -581,8 +619,8 @@ def main() -> None:
     plan = Plan()
     help_steps(plan)
     analyze_steps(plan, ex, cli, why)
-    if not args.skip_peer:
-        nsysai_steps(plan, ex, tools)
+    nsysai = None if args.skip_peer else nsysai_steps(plan, ex, tools)
+    light_steps(plan, ex, cli, nsysai)
     ab_steps(plan, ex)
     cache_steps(plan, ex, scratch, help_text)
     rank_steps(plan, ex, scratch)
@@ -590,7 +628,7 @@ def main() -> None:
     points = [] if args.skip_scaling else scaling_steps(plan, ex)
     if args.skip_scaling:
         points = [(ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"], "analyze")]
-    warm([ex.off, ex.on, *ex.ranks, *ex.scaling])
+    warm([ex.off, ex.on, ex.light, *ex.ranks, *ex.scaling])
     compiled(plan)
     print(f"measuring: {rounds} rounds of {len(plan.steps)} steps", file=sys.stderr)
     done = run_rounds(plan.measures, plan.steps, rounds)
