@@ -17,11 +17,11 @@ from pathlib import Path
 from gen_exports import ExportParams, Job, ensure_many
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
-LEFTOVERS = (".json", ".tmp")
+LEFTOVERS = (".json", ".tmp")  # what older benches or interrupted runs left in a rank dir
 #: the light twin records one PyTorch op range in this many: ~0.56 NVTX rows per kernel, the
 #: density of the issue's held-out export (0.56M NVTX rows beside 1.1M kernels), where ``off``
 #: records every op range (~3 per kernel, as with ``torch.autograd.profiler.emit_nvtx``)
-LIGHT_OP_EVERY = 16  # what older benches or interrupted runs left in a rank dir
+LIGHT_OP_EVERY = 16
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,8 @@ def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> Path | None:
 
 def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None) -> None:
     """The same targets on LIGHT: ``off``'s kernels with the NVTX density of the issue's export
-    (one PyTorch op range in 16), so a reader sees which verdicts hang on the NVTX rows."""
+    (one PyTorch op range in ``LIGHT_OP_EVERY``), so a reader sees which verdicts hang on the
+    NVTX rows."""
     n = ex.light_counts["NVTX_EVENTS"]
     head = f"LIGHT ({n / 1e6:.2f}M NVTX rows):"
     if cli:
