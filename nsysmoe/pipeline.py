@@ -243,6 +243,8 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                                              "subclass", "channel"))  # fmt: skip
     dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"].unique())
     windows = process_windows(steps, kept)  # each process's own iteration windows
+    if whole is None:
+        pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
     if detail:  # the side thread is the less loaded one: it takes the cross-GPU matching too
         collectives_job = nvtx_side.submit(_collectives, in_window, windows,
                                            Path(trace.path).name, len(gpus))  # fmt: skip
@@ -264,7 +266,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     total = totals(gpus)
     if whole is None:
         by_process = process_iterations(kernels, trace.memops, steps, kept)
-        channels_by_process = process_channel_iterations(kernels, windows)
+        channels_by_process = pci_job.result()
     else:  # a process's own rows of the whole (its windows, its GPUs)
         by_process = whole.process_iterations.filter(mine)
         channels_by_process = whole.process_iteration_channels.filter(mine)

@@ -189,7 +189,14 @@ def _sweep_arrays(s: np.ndarray, e: np.ndarray, code: np.ndarray, ch: np.ndarray
 def channel_table(kernels: pl.DataFrame, window: Window | None = None) -> pl.DataFrame:
     """Per (pid, device, channel) of every channel present (:data:`CHANNEL_SCHEMA`); kernels
     must carry ``class`` (and ``channel``). Python loops run per GPU and channel only."""
-    narrow, channels = _channel_codes(kernels)
+    return coded_channel_table(*_channel_codes(kernels), window)
+
+
+def coded_channel_table(narrow: pl.DataFrame, channels: list[str],
+                        window: Window | None = None) -> pl.DataFrame:  # fmt: skip
+    """:func:`channel_table` of rows already coded as :func:`_channel_codes` codes them (pid,
+    device, start, end, class ``code``, ``ch``: index in ``channels``, −1 unless
+    communication): labels that are not kernel channels (phases) skip the string coding."""
     narrow = (window or WHOLE_TRACE).select(narrow)
     keys = gpu_keys(narrow)
     rows = []

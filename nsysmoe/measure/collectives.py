@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.measure.overlap import COMM
+from nsysmoe.measure.overlap import COMM, by_gpu, gpu_keys
 from nsysmoe.results import Collectives, TraceAnalysis
 
 #: kernels without peers: never matched across ranks
@@ -78,11 +78,13 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per GPU, ⋃K ∩ ⋃C as disjoint intervals (pid, device, start, end): the only part of the
     compute union the exposed wait and transfer can lose."""
     rows = []
-    for (pid, device), k in sorted(kernels.partition_by("pid", "device", as_dict=True).items()):
-        is_comm = k["class"] == COMM
-        c, kk = k.filter(is_comm), k.filter(~is_comm)
-        both = (IntervalSet.from_arrays(c["start"].to_numpy(), c["end"].to_numpy())
-                & IntervalSet.from_arrays(kk["start"].to_numpy(), kk["end"].to_numpy()))
+    # only the columns read (a row without a class is neither communication nor compute)
+    side = pl.when(pl.col("class") == COMM).then(1).when(pl.col("class").is_not_null()).then(0)
+    narrow = kernels.select("pid", "device", "start", "end", side.fill_null(-1).alias("side"))
+    for (pid, device), k in by_gpu(narrow, gpu_keys(narrow)).items():
+        s, e, is_comm, is_compute = k["start"], k["end"], k["side"] == 1, k["side"] == 0
+        both = (IntervalSet.from_arrays(s[is_comm], e[is_comm])
+                & IntervalSet.from_arrays(s[is_compute], e[is_compute]))
         if len(both):
             n = len(both)
             rows.append(pl.DataFrame({"pid": np.full(n, pid, np.int64),

@@ -24,9 +24,9 @@ import polars as pl
 from nsysmoe.classify import regex_error
 from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.measure.channels import METRICS, channel_table
+from nsysmoe.measure.channels import METRICS, coded_channel_table
 from nsysmoe.measure.nvtx import display_name
-from nsysmoe.measure.overlap import COMM, hidden_pct_expr
+from nsysmoe.measure.overlap import COMM, class_code, hidden_pct_expr
 from nsysmoe.model import WHOLE_TRACE, Window
 
 #: Megatron-Core's EP A2A overlap schedule (``--overlap-moe-expert-parallel-comm``)
@@ -131,18 +131,14 @@ def memberships(
     return out.select("row", "range_id", "phase").unique().cast(schema)
 
 
-def _labelled(kernels: pl.DataFrame, members: pl.DataFrame, label: pl.Expr) -> pl.DataFrame:
-    """Compute kernels as they are, and each (communication kernel, label) once as a comm row
-    whose ``channel`` is the label: the channel sweep then measures per label."""
-    comm = (
-        kernels.with_row_index("row")
-        .join(members.with_columns(label.alias("label")).select("row", "label").unique(),
-              on="row")  # fmt: skip
-        .with_columns(pl.col("label").alias("channel"))
-        .drop("row", "label")
-    )
-    compute = kernels.filter(pl.col("class") != COMM)
-    return pl.concat([compute, comm], how="diagonal_relaxed")
+def _labelled(kernels: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
+    """The rows :func:`~nsysmoe.measure.channels.coded_channel_table` measures: compute kernels
+    as they are (``ch`` −1), and each (communication kernel ``row``, label ``ch``) of ``labels``
+    once as a communication row of channel ``ch``: the channel sweep then measures per label."""
+    coded = kernels.select("pid", "device", "start", "end", class_code())
+    comm = coded.with_row_index("row").join(labels.unique(), on="row").drop("row")
+    compute = coded.filter(kernels["class"] != COMM).with_columns(ch=pl.lit(-1, pl.Int64))
+    return pl.concat([compute, comm.cast({"ch": pl.Int64})])
 
 
 def phase_tables(
@@ -185,11 +181,18 @@ def phase_tables(
     # phases and layers as the channels of ONE sweep ("P" + phase, "L" + layer): the sweep's
     # cost does not grow with channels, and no figure kept here (exposed_only_ns is not) mixes
     # one channel with another
+    # labels as channel indices: "P" + phase, then "L" + layer (no string built per kernel)
+    phase_names = sorted(members["phase"].unique().to_list())
+    layer_numbers = sorted(layered["layer"].unique().to_list())
+    names = [f"P{p}" for p in phase_names] + [f"L{n}" for n in layer_numbers]
     labels = pl.concat([
-        members.select("row", ("P" + pl.col("phase")).alias("label")),
-        layered.select("row", ("L" + pl.col("layer").cast(pl.String)).alias("label")),
+        members.select("row", pl.col("phase").cast(pl.Enum(phase_names)).to_physical()
+                       .cast(pl.Int64).alias("ch")),
+        layered.select("row", pl.col("layer").replace_strict(
+            layer_numbers, range(len(phase_names), len(names)), return_dtype=pl.Int64)
+            .alias("ch")),
     ])  # fmt: skip
-    both = channel_table(_labelled(k, labels, pl.col("label")), window)
+    both = coded_channel_table(_labelled(k, labels), names, window)
     kind, label = pl.col("channel").str.head(1), pl.col("channel").str.slice(1)
     phases = both.filter(kind == "P").with_columns(label.alias("phase")).drop("channel")
     phases = phases.join(instances, on=["pid", "device", "phase"], how="left",
