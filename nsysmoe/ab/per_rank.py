@@ -16,7 +16,7 @@ from dataclasses import replace
 import polars as pl
 
 from nsysmoe.ab.metrics import summary_rows
-from nsysmoe.ab.side import measure_side
+from nsysmoe.ab.side import rank_side
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.model import WHOLE, Scope
 from nsysmoe.pipeline import analyze_process
@@ -43,7 +43,7 @@ def process_values(side: Side, pid: int, scope: Scope, steps: Steps | None) -> V
     except NsysmoeError:
         return {}
     mine = side.projected.filter(pl.col("pid") == pid)
-    return side_values(measure_side(side.label, one, mine))
+    return side_values(rank_side(side, one, mine))
 
 
 def with_per_rank(

@@ -3,6 +3,8 @@ read from the classified trace the analysis carries (nothing is classified again
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
@@ -39,11 +41,7 @@ def measure_side(label: str, analysis: TraceAnalysis,
         kernels.select(pl.col("subclass").unique()),
         kernels.select(pl.col("name").unique()),
     ])  # fmt: skip
-    nvtx = (  # the analysis' (name, style) totals, styles merged
-        analysis.nvtx.group_by("name")
-        .agg(pl.col("count").sum(), pl.col("total_ns").sum())
-        .sort("name")
-    )
+    nvtx = _nvtx_totals(analysis)
     if projected is None:
         phase_ranges = analysis.cpu_window.select(named_like(trace.nvtx, MOE_PHASE_PATTERN))
         projected = project_nvtx(phase_ranges, classified, trace.memops, trace.runtime,
@@ -63,3 +61,23 @@ def measure_side(label: str, analysis: TraceAnalysis,
         ranks=analysis.gpus["pid"].n_unique(),
         dispatcher=dispatcher_of(set(subclasses["subclass"]), distinct["name"]),
     )
+
+
+def rank_side(side: Side, analysis: TraceAnalysis, projected: pl.DataFrame) -> Side:
+    """One process of ``side`` (``analysis``: that process measured alone; ``projected``: its
+    share of the side's projected phase ranges) with the facts a metric row reads made its own
+    (:func:`~nsysmoe.ab.metrics.summary_rows`: the analysis, GEMM/attention kernel stats, NVTX
+    and phase totals); the facts no row reads (kernel names and channels, dispatcher, GPU
+    models) stay the side's: a rank's values are read from it, nothing else."""
+    if analysis.source is None:
+        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
+    kernels = analysis.window.select(analysis.source.kernels.lazy())
+    return replace(side, analysis=analysis, compute_kernels=compute_kernel_stats(kernels).collect(),
+                   nvtx=_nvtx_totals(analysis), phases_gpu=projected_totals(projected),
+                   projected=projected, ranks=analysis.gpus["pid"].n_unique())  # fmt: skip
+
+
+def _nvtx_totals(analysis: TraceAnalysis) -> pl.DataFrame:
+    """The analysis' (name, style) NVTX totals, styles merged, by name."""
+    return (analysis.nvtx.group_by("name").agg(pl.col("count").sum(), pl.col("total_ns").sum())
+            .sort("name"))  # fmt: skip
