@@ -102,8 +102,8 @@ def analyze(
     scope = Scope(window=window) if window else scope
 
     def compute() -> TraceAnalysis:
-        source = pipeline.prepare(_trace(trace, cache_dir), rules, scope.rank)
-        result = pipeline.analyze_trace(source, scope=scope)
+        source, steps = pipeline.prepare_with_steps(_trace(trace, cache_dir), rules, scope)
+        result = pipeline.analyze_trace(source, scope=scope, steps=steps)
         return replace(result, source=None) if detached else result
 
     if not detached or cache_dir is None or isinstance(trace, Trace):

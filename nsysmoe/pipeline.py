@@ -55,7 +55,7 @@ from nsysmoe.measure.launch_calls import (
     remember,
 )
 from nsysmoe.measure.nvtx import process_nvtx_totals, totals_of
-from nsysmoe.measure.overlap import per_gpu, totals
+from nsysmoe.measure.overlap import gpu_keys, per_gpu, totals
 from nsysmoe.measure.phases import (
     LAYER_SCHEMA,
     PHASE_SCHEMA,
@@ -77,6 +77,21 @@ def prepare(trace: Trace, rules: RuleSet | None = None, rank: int | None = None)
     if rank is not None:
         trace = trace.only_processes([rank_pid(trace, rank)])
     return classify_trace(trace, rules or default_rules())
+
+
+def prepare_with_steps(trace: Trace, rules: RuleSet | None = None, scope: Scope = WHOLE
+                       ) -> tuple[ClassifiedTrace, Steps | None]:  # fmt: skip
+    """:func:`prepare` and the iterations :func:`analyze_trace` would detect (none for a trace
+    without kernels: the analysis then says so), side by side: classification reads the kernel
+    names, step detection the NVTX ranges and the launch join, so the two share the cores."""
+    if scope.rank is not None:
+        trace = trace.only_processes([rank_pid(trace, scope.rank)])
+    if trace.kernels.is_empty():
+        return prepare(trace, rules), None
+    with ThreadPoolExecutor(max_workers=1) as side:
+        steps = side.submit(detect_steps, trace, scope.step_pattern)
+        source = prepare(trace, rules)
+        return source, steps.result()
 
 
 def rank_pid(trace: Trace, rank: int) -> int:
@@ -198,18 +213,13 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                 detail: bool, whole: TraceAnalysis | None) -> TraceAnalysis:  # fmt: skip
     trace, kernels = source.trace, source.kernels
     origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
-    if whole is None:
-        gpus, classes = per_gpu(kernels, trace.memops, window)
-    else:
-        mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
-        gpus, classes = whole.gpus.filter(mine), whole.classes.filter(mine)
-    graphs = graph_summary(trace, kernels, window)
-    if int(gpus["kernels"].sum()) + graphs.whole_rows == 0:
+    if window.select(kernels.select("start", "end")).is_empty():
         raise NsysmoeError(
             f"{trace.path}: no GPU work in the window [{window.start_ns}, {window.end_ns}) ns; "
             "widen --window (GPU work spans "
             f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
         )
+    # the side thread's jobs first, so it starts while this one measures the GPUs
     launches = _launches(source)
     if whole is None:
         nvtx_job = nvtx_side.submit(process_nvtx_totals, trace.nvtx, cpu_window,
@@ -220,6 +230,23 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         phases_job = nvtx_side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
                                       phase_pattern(scope.phase),
                                       launched=launched if launches.unique else None)  # fmt: skip
+    # the window's kernels, only the columns read below (a copy of a million rows each)
+    in_window = window.select(kernels.select("pid", "device", "start", "end", "name", "class",
+                                             "subclass", "channel"))  # fmt: skip
+    windows = process_windows(steps, kept)  # each process's own iteration windows
+    if whole is None:
+        pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
+    if detail:  # the side thread takes the cross-GPU matching too (its GPUs: per_gpu's rows)
+        n_gpus = len(gpu_keys(in_window, window.select(trace.memops.select(
+            "pid", "device", "start", "end"))))  # fmt: skip
+        collectives_job = nvtx_side.submit(_collectives, in_window, windows,
+                                           Path(trace.path).name, n_gpus)  # fmt: skip
+    if whole is None:
+        gpus, classes = per_gpu(kernels, trace.memops, window)
+    else:
+        mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
+        gpus, classes = whole.gpus.filter(mine), whole.classes.filter(mine)
+    graphs = graph_summary(trace, kernels, window)
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops)
     if detail or whole is None:  # the whole timeline's gaps, and the window's cut from them
@@ -238,16 +265,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         channels = channel_table(kernels, window)
     else:
         channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
-    # the window's kernels, only the columns read below (a copy of a million rows each)
-    in_window = window.select(kernels.select("pid", "device", "start", "end", "name", "class",
-                                             "subclass", "channel"))  # fmt: skip
     dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"].unique())
-    windows = process_windows(steps, kept)  # each process's own iteration windows
-    if whole is None:
-        pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
-    if detail:  # the side thread is the less loaded one: it takes the cross-GPU matching too
-        collectives_job = nvtx_side.submit(_collectives, in_window, windows,
-                                           Path(trace.path).name, len(gpus))  # fmt: skip
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
         mine = channels if pid is None else channels.filter(pl.col("pid") == pid)
