@@ -26,10 +26,8 @@ from nsysmoe.measure.channels import (
 )
 from nsysmoe.measure.collectives import (
     ARRIVAL_SCHEMA,
-    BUSY_SCHEMA,
     arrivals,
     clock_offset,
-    compute_under_comm,
     summarize,
     with_rank,
 )
@@ -55,7 +53,7 @@ from nsysmoe.measure.launch_calls import (
     remember,
 )
 from nsysmoe.measure.nvtx import process_nvtx_totals, totals_of
-from nsysmoe.measure.overlap import gpu_keys, per_gpu, totals
+from nsysmoe.measure.overlap import BUSY_SCHEMA, per_gpu_and_busy, totals
 from nsysmoe.measure.phases import (
     LAYER_SCHEMA,
     PHASE_SCHEMA,
@@ -236,16 +234,15 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     windows = process_windows(steps, kept)  # each process's own iteration windows
     if whole is None:
         pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
-    if detail:  # the side thread takes the cross-GPU matching too (its GPUs: per_gpu's rows)
-        n_gpus = len(gpu_keys(in_window, window.select(trace.memops.select(
-            "pid", "device", "start", "end"))))  # fmt: skip
-        collectives_job = nvtx_side.submit(_collectives, in_window, windows,
-                                           Path(trace.path).name, n_gpus)  # fmt: skip
     if whole is None:
-        gpus, classes = per_gpu(kernels, trace.memops, window)
+        gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     else:
         mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
         gpus, classes = whole.gpus.filter(mine), whole.classes.filter(mine)
+        busy = whole.compute_under_comm.filter(mine)
+    if detail:  # the side thread takes the cross-GPU matching too
+        collectives_job = nvtx_side.submit(_collectives, in_window, windows, busy,
+                                           Path(trace.path).name, len(gpus))  # fmt: skip
     graphs = graph_summary(trace, kernels, window)
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops)
@@ -348,11 +345,11 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     )
 
 
-def _collectives(in_window: pl.DataFrame, windows: pl.DataFrame, name: str,
+def _collectives(in_window: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFrame, name: str,
                  n_gpus: int) -> tuple[pl.DataFrame, pl.DataFrame, Collectives]:  # fmt: skip
-    """The window's matchable communication kernels, each GPU's ⋃compute ∩ ⋃comm, and the
-    collectives matched across the file's GPUs (none with one GPU)."""
-    arrived, busy = arrivals(in_window, windows), compute_under_comm(in_window)
+    """The window's matchable communication kernels, each GPU's ⋃compute ∩ ⋃comm (``busy``,
+    passed through), and the collectives matched across the file's GPUs (none with one GPU)."""
+    arrived = arrivals(in_window, windows)
     if n_gpus < 2:
         return arrived, busy, Collectives.none()
     return arrived, busy, summarize(with_rank(arrived, name), with_rank(busy, name),

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.measure.overlap import COMM, by_gpu, gpu_keys
+from nsysmoe.measure.overlap import BUSY_SCHEMA, COMM, by_gpu, gpu_keys
 from nsysmoe.results import Collectives, TraceAnalysis
 
 #: kernels without peers: never matched across ranks
@@ -39,10 +39,6 @@ ARRIVAL_SCHEMA: dict[str, pl.DataType] = {
     "step": pl.Int64, "k": pl.Int64, "start": pl.Int64, "end": pl.Int64,
 }  # fmt: skip
 KEY = ["step", "channel", "name", "k"]
-#: :func:`compute_under_comm`: per GPU, the intervals of ⋃compute ∩ ⋃comm
-BUSY_SCHEMA: dict[str, pl.DataType] = {
-    "pid": pl.Int64, "device": pl.Int64, "start": pl.Int64, "end": pl.Int64,
-}  # fmt: skip
 WAIT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.String, "channel": pl.String, "instances": pl.Int64, "wait_ns": pl.Int64,
     "transfer_ns": pl.Int64, "exposed_wait_ns": pl.Int64, "exposed_transfer_ns": pl.Int64,
@@ -75,8 +71,9 @@ def arrivals(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 
 def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per GPU, ⋃K ∩ ⋃C as disjoint intervals (pid, device, start, end): the only part of the
-    compute union the exposed wait and transfer can lose."""
+    """Per GPU, ⋃K ∩ ⋃C as disjoint intervals (pid, device, start, end; :data:`BUSY_SCHEMA`):
+    the only part of the compute union the exposed wait and transfer can lose. An analysis
+    takes them from its per-GPU unions (:func:`~nsysmoe.measure.overlap.per_gpu_and_busy`)."""
     rows = []
     # only the columns read (a row without a class is neither communication nor compute)
     side = pl.when(pl.col("class") == COMM).then(1).when(pl.col("class").is_not_null()).then(0)

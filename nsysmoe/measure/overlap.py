@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN, GRAPH
-from nsysmoe.intervals import overlap_length, sorted_runs, start_order
+from nsysmoe.intervals import IntervalSet, overlap_length, sorted_runs, start_order
 from nsysmoe.model import WHOLE_TRACE, Window
 from nsysmoe.results import Totals
 
@@ -110,13 +110,14 @@ def gpu_keys(*frames: pl.DataFrame) -> list[tuple[int, int]]:
     return sorted(both.group_by("pid", "device").len().select("pid", "device").iter_rows())
 
 
-Figures = tuple[dict[str, int | float | None], list[dict[str, object]]]
+#: a GPU's figures, its class rows and ⋃K ∩ ⋃C (the compute under its communication)
+Figures = tuple[dict[str, int | float | None], list[dict[str, object]], IntervalSet]
 
 
 def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.ndarray,
              me: np.ndarray) -> Figures:  # fmt: skip
-    """The GPU's metrics and class rows from one start order of its kernels and memory ops:
-    every union is a mask (or a class grouping) of that order, not a new pair of sorts."""
+    """The GPU's metrics, class rows and ⋃K ∩ ⋃C from one start order of its kernels and memory
+    ops: every union is a mask (or a class grouping) of that order, not a new pair of sorts."""
     ws, we = np.concatenate((s, ms)), np.concatenate((e, me))
     wc = np.concatenate((code, np.full(ms.size, MEMOP, dtype=np.int8)))
     order = start_order(ws)
@@ -159,7 +160,7 @@ def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.
         union = comm if i == COMM_CODE else length(runs(wc == i)) if counts[i] else 0
         rows.append({"class": klass, "count": int(counts[i]), "sum_ns": total,
                      "union_ns": union})  # fmt: skip
-    return gpu, rows
+    return gpu, rows, IntervalSet(*k_runs) & IntervalSet(*c_runs)
 
 
 def _span(starts: tuple[np.ndarray, ...], ends: tuple[np.ndarray, ...]) -> int:
@@ -197,21 +198,41 @@ def per_gpu(
 
     Python loops here run once per GPU and per class, never per kernel.
     """
+    gpus, classes, _ = per_gpu_and_busy(kernels, memops, window)
+    return gpus, classes
+
+
+#: :func:`per_gpu_and_busy`'s third table: per GPU, the intervals of ⋃K ∩ ⋃C
+BUSY_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64, "device": pl.Int64, "start": pl.Int64, "end": pl.Int64,
+}  # fmt: skip
+
+
+def per_gpu_and_busy(
+    kernels: pl.DataFrame, memops: pl.DataFrame, window: Window | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """:func:`per_gpu`'s two tables and, from the same unions, each GPU's ⋃K ∩ ⋃C as disjoint
+    intervals in time order (:data:`BUSY_SCHEMA`; GPUs in sorted order, none without any):
+    what :func:`nsysmoe.measure.collectives.compute_under_comm` gives, without its sorts."""
     window = window or WHOLE_TRACE
     narrow = window.select(_kernel_arrays(kernels))
     ops = window.select(memops.select("pid", "device", "start", "end"))
     keys = gpu_keys(narrow, ops)
     k_parts, m_parts = by_gpu(narrow, keys), by_gpu(ops, keys)
-    gpu_rows, class_rows = [], []
+    gpu_rows, class_rows, busy = [], [], []
     for key in keys:
         k, m = k_parts.get(key), m_parts.get(key)
         none = np.zeros(0, dtype=np.int64)
         ks, ke, code = (k["start"], k["end"], k["code"]) if k else (none, none, none)
         ms, me = (m["start"], m["end"]) if m else (none, none)
         n_whole = int(k["whole"].sum()) if k else 0
-        gpu, classes = _figures(ks, ke, code.astype(np.int8), n_whole, ms, me)
+        gpu, classes, both = _figures(ks, ke, code.astype(np.int8), n_whole, ms, me)
         gpu_rows.append({"pid": key[0], "device": key[1], **gpu})
         class_rows += [{"pid": key[0], "device": key[1], **r} for r in classes]
+        if len(both):
+            busy.append(pl.DataFrame({"pid": np.full(len(both), key[0], np.int64),
+                                      "device": np.full(len(both), key[1], np.int64),
+                                      "start": both.starts, "end": both.ends}))  # fmt: skip
     gpu_schema = {c: pl.Int64 for c in GPU_COLUMNS} | {"hidden_pct": pl.Float64}
     class_schema = {
         "pid": pl.Int64,
@@ -224,4 +245,5 @@ def per_gpu(
     return (
         pl.DataFrame(gpu_rows, schema=gpu_schema, orient="row"),
         pl.DataFrame(class_rows, schema=class_schema, orient="row"),
+        pl.concat(busy).cast(BUSY_SCHEMA) if busy else pl.DataFrame(schema=BUSY_SCHEMA),
     )

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from nsysmoe.classify import CLASSES, RULE_CLASSES
+from nsysmoe.measure.collectives import compute_under_comm
 from nsysmoe.measure.overlap import (
     GPU_COLUMNS,
     class_totals,
@@ -20,6 +21,7 @@ from nsysmoe.measure.overlap import (
     hidden_pct,
     hidden_pct_expr,
     per_gpu,
+    per_gpu_and_busy,
     totals,
 )
 from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, WHOLE_TRACE, Window
@@ -291,3 +293,31 @@ def test_window_matches_brute_force(lo: int | None, hi: int | None) -> None:
         len(comm), len(compute), len(comm & compute),
     )  # fmt: skip
     assert g["active_ns"] == len(ns(ks) | ns(ms)) and g["kernels"] == len(inside)
+
+
+@pytest.mark.parametrize("lo", [None, 0, 75, 250])
+@pytest.mark.parametrize("hi", [None, 95, 260])
+def test_busy_is_compute_under_comm_per_nanosecond(lo: int | None, hi: int | None) -> None:
+    """per_gpu_and_busy's ⋃K ∩ ⋃C against the per-nanosecond set (a kernel without a class is
+    neither; copies are not compute) and against compute_under_comm of the same windowed
+    kernels; its first two tables are per_gpu's."""
+    k = pl.concat([K, kernels((1, 0, 95, 98, "comm"), (3, 0, 0, 40, None), (3, 0, 5, 20, "gemm"),
+                              (3, 0, 8, 30, "comm"), (3, 0, 20, 25, "elementwise"))])
+    a, b = INT64_MIN if lo is None else lo, INT64_MAX if hi is None else hi
+    w = Window(lo, hi)
+    gpus, classes, busy = per_gpu_and_busy(k, M, w)
+    want_gpus, want_classes = per_gpu(k, M, w)
+    assert gpus.equals(want_gpus) and classes.equals(want_classes)
+    assert busy.equals(compute_under_comm(w.select(k)))
+    for (pid, device), rows in k.partition_by("pid", "device", as_dict=True).items():
+
+        def ns(klass: pl.Expr, rows: pl.DataFrame = rows) -> set[int]:
+            return {t for r in rows.filter(klass).iter_rows(named=True)
+                    for t in range(max(r["start"], a), min(r["end"], b))}  # fmt: skip
+
+        comm = pl.col("class") == "comm"
+        want = ns(comm) & ns(~comm)  # a null class passes neither filter
+        mine = busy.filter(pl.col("pid") == pid, pl.col("device") == device)
+        got = [t for r in mine.iter_rows(named=True) for t in range(r["start"], r["end"])]
+        assert len(got) == len(set(got)) and set(got) == want, (pid, device)
+        assert (mine["start"][1:] > mine["end"][:-1]).all()  # sorted, disjoint, not touching
