@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.enclosing import enclosing_pairs
-from nsysmoe.measure.iterations import assign
+from nsysmoe.measure.iterations import assign_rows
 from nsysmoe.measure.launch_calls import launch_table
 from nsysmoe.measure.nvtx import display_name
 
@@ -380,28 +380,35 @@ def idle_per_iteration(
     schema = {"step": pl.Int64} | {f"idle_{k}_ns": pl.Int64 for k in KINDS}
     if windows.is_empty() or iterations.is_empty():
         return pl.DataFrame(schema=schema)
-    g = (gaps(ops) if gap_table is None else gap_table).rename({"start_ns": "start",
-                                                                "end_ns": "end"})
-    parts, present = [], []
+    g = gaps(ops) if gap_table is None else gap_table
+    # host and dependency time per (pid, window) of a GPU with work in it; "other" is the rest
+    judged = g.filter(pl.col("kind") != OTHER).select(
+        "pid", "device", "start_ns", "end_ns", (pl.col("kind") == DEPENDENCY).alias("dep"))
+    parts = []
     for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
         w = w.sort("start_ns")
-        lo, hi, steps = w["start_ns"].to_numpy(), w["end_ns"].to_numpy(), w["step"]
-        step_of = pl.DataFrame({"window": range(len(w)), "step": steps},
-                               schema={"window": pl.Int64, "step": pl.Int64})  # fmt: skip
-        of_pid = pl.col("pid") == pid
-        work = assign(ops.filter(of_pid).select("device", "start", "end"), lo, hi)
-        present.append(work.select("window", "device").unique().join(step_of, on="window")
-                       .with_columns(pl.lit(pid, pl.Int64).alias("pid")))  # fmt: skip
-        clipped = assign(g.filter(of_pid).select("device", "start", "end", "kind"), lo, hi)
-        parts.append(clipped.join(step_of, on="window").with_columns(
-            pl.lit(pid, pl.Int64).alias("pid")))  # fmt: skip
-    keys = ["step", "pid", "device"]
-    gpus = pl.concat(present).select(keys)
-    clipped = pl.concat(parts).join(gpus, on=keys, how="semi")
-    by_kind = clipped.group_by("step").agg(
-        (pl.col("end") - pl.col("start")).filter(pl.col("kind") == k).sum().alias(f"idle_{k}_ns")
-        for k in KINDS
-    )
+        lo, hi = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        work = ops.filter(pl.col("pid") == pid).select("device", "start", "end")
+        mine = judged.filter(pl.col("pid") == pid)
+        devices = np.unique(work["device"].to_numpy())
+        # (window, device) pairs with a piece of work: a gap's piece counts only in them
+        rows, win, _, _ = assign_rows(work["start"].to_numpy(), work["end"].to_numpy(), lo, hi)
+        dev = np.searchsorted(devices, work["device"].to_numpy()[rows])
+        present = np.zeros(lo.size * devices.size, dtype=bool)
+        present[win * devices.size + dev] = True
+        rows, win, s, e = assign_rows(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy(),
+                                      lo, hi)  # fmt: skip
+        gap_device = mine["device"].to_numpy()[rows]
+        dev = np.searchsorted(devices, gap_device)
+        ok = dev < devices.size  # the piece's GPU has work in its window
+        ok[ok] = devices[dev[ok]] == gap_device[ok]
+        ok[ok] = present[win[ok] * devices.size + dev[ok]]
+        sums = np.zeros((lo.size, 2), dtype=np.int64)  # host, dependency: exact int64 sums
+        np.add.at(sums, (win[ok], mine["dep"].to_numpy()[rows][ok].astype(np.intp)),
+                  (e - s)[ok])  # fmt: skip
+        parts.append(pl.DataFrame({"step": w["step"], "idle_host_ns": sums[:, 0],
+                                   "idle_dependency_ns": sums[:, 1]}))  # fmt: skip
+    by_kind = pl.concat(parts).group_by("step").agg(pl.all().sum())
     out = iterations.select("step", "idle_ns").join(by_kind, on="step", how="left").fill_null(0)
     residual = pl.col("idle_ns") - pl.col("idle_host_ns") - pl.col("idle_dependency_ns")
     return out.with_columns(residual.alias("idle_other_ns")).select(list(schema)).cast(schema)
