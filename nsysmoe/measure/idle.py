@@ -185,6 +185,7 @@ def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFram
         whole.join(span, on=GPU, how="inner", maintain_order="left")
         .filter(pl.col("end_ns") > pl.col("lo"), pl.col("start_ns") < pl.col("hi"))
         .with_columns(kind.alias("kind"), start, end)
+        .filter(pl.col("end_ns") > pl.col("start_ns"))  # a span of one instant has no gap
         .with_columns(
             gap_ns=pl.col("end_ns") - pl.col("start_ns"),
             api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),

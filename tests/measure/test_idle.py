@@ -249,6 +249,16 @@ def test_gaps_in_window_are_the_windowed_ops_gaps(rows: list[Op], wins: list) ->
         assert gaps_in_window(whole, selected).rows() == gaps(selected).rows()
 
 
+def test_gaps_in_window_of_work_at_one_instant_is_none() -> None:
+    """A window whose only work is a zero-length op has an empty span, so no gap: the whole
+    timeline's gap around that instant is not cut down to a zero-length row (found by the
+    property above)."""
+    table = gpu((0, 0, None), (1, 1, None), (2, 2, None))
+    selected = Window(1, 2).select(table)
+    assert gaps(selected).is_empty()
+    assert gaps_in_window(gaps(table, launch=True), selected).is_empty()
+
+
 def test_gaps_in_window_cut_kinds() -> None:
     # [0,10) api 0, [20,30) api 15, [40,50) api 35; window [12, 45): span [20, 45)
     t = gpu((0, 10, 0), (20, 30, 15), (40, 50, 35))
