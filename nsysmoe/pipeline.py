@@ -38,9 +38,10 @@ from nsysmoe.measure.idle import (
     OPS_SCHEMA,
     gaps,
     gaps_in_window,
-    idle_per_iteration,
     idle_split_per_gpu,
+    judged_per_iteration,
     largest_gaps,
+    with_other,
 )
 from nsysmoe.measure.iterations import iteration_table, process_iterations
 from nsysmoe.measure.kernels import busiest_unclassified
@@ -259,6 +260,12 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
             .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
             .join(split, on=["pid", "device"], how="left", maintain_order="left")
         )  # fmt: skip
+    if detail:  # what the gap tables give, taken now: a million gaps each are not kept
+        judged = judged_per_iteration(ops, windows, timeline_gaps)
+        idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
+    if detail or whole is None:
+        del timeline_gaps, window_gaps
+    if whole is None:
         channels = channel_table(kernels, window)
     else:
         channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
@@ -288,9 +295,8 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=by_process)
     step_channels = _step_channels(kernels, windows, iterations, channels_by_process)
     if detail:
-        idle_steps = idle_per_iteration(ops, windows, iterations, timeline_gaps)
+        idle_steps = with_other(iterations, judged)
         iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
-        idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
         phases, layers = phases_job.result()
         arrived, busy, collectives = collectives_job.result()
     else:

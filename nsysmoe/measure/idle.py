@@ -378,9 +378,21 @@ def idle_per_iteration(
     (``windows``: pid, step, start_ns, end_ns); a GPU's time in a window that lies in no gap
     of its timeline (before its first op, after its last) is ``other``.
     """
-    schema = {"step": pl.Int64} | {f"idle_{k}_ns": pl.Int64 for k in KINDS}
-    if windows.is_empty() or iterations.is_empty():
-        return pl.DataFrame(schema=schema)
+    return with_other(iterations, judged_per_iteration(ops, windows, gap_table))
+
+
+#: :func:`judged_per_iteration`: per step, the host and dependency parts of its idle time
+JUDGED_SCHEMA: dict[str, pl.DataType] = {"step": pl.Int64, "idle_host_ns": pl.Int64,
+                                         "idle_dependency_ns": pl.Int64}  # fmt: skip
+
+
+def judged_per_iteration(ops: pl.DataFrame, windows: pl.DataFrame,
+                         gap_table: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
+    """Per step of ``windows``, what :func:`idle_per_iteration` reads from the gaps: the host
+    and dependency time (:data:`JUDGED_SCHEMA`); an analysis takes it while the gap table is
+    at hand, and the iteration table's idle time later (:func:`with_other`)."""
+    if windows.is_empty():
+        return pl.DataFrame(schema=JUDGED_SCHEMA)
     g = gaps(ops) if gap_table is None else gap_table
     # host and dependency time per (pid, window) of a GPU with work in it; "other" is the rest
     judged = g.filter(pl.col("kind") != OTHER).select(
@@ -409,7 +421,15 @@ def idle_per_iteration(
                   (e - s)[ok])  # fmt: skip
         parts.append(pl.DataFrame({"step": w["step"], "idle_host_ns": sums[:, 0],
                                    "idle_dependency_ns": sums[:, 1]}))  # fmt: skip
-    by_kind = pl.concat(parts).group_by("step").agg(pl.all().sum())
-    out = iterations.select("step", "idle_ns").join(by_kind, on="step", how="left").fill_null(0)
+    return pl.concat(parts).group_by("step").agg(pl.all().sum()).cast(JUDGED_SCHEMA)
+
+
+def with_other(iterations: pl.DataFrame, judged: pl.DataFrame) -> pl.DataFrame:
+    """:func:`idle_per_iteration`'s table from the iteration table and its
+    :func:`judged_per_iteration`: ``idle_other_ns`` is the rest of each step's idle time."""
+    schema = {"step": pl.Int64} | {f"idle_{k}_ns": pl.Int64 for k in KINDS}
+    if judged.is_empty() or iterations.is_empty():
+        return pl.DataFrame(schema=schema)
+    out = iterations.select("step", "idle_ns").join(judged, on="step", how="left").fill_null(0)
     residual = pl.col("idle_ns") - pl.col("idle_host_ns") - pl.col("idle_dependency_ns")
     return out.with_columns(residual.alias("idle_other_ns")).select(list(schema)).cast(schema)
