@@ -367,3 +367,19 @@ def overlap_length(a: tuple[Int64Array, Int64Array], b: tuple[Int64Array, Int64A
     inside each run of B, by prefix sums; no merge of the two."""
     inside = covered_before(*a, b[1]) - covered_before(*a, b[0])
     return int(inside.sum(dtype=np.uint64))
+
+
+def intersection_runs(
+    a: tuple[Int64Array, Int64Array], b: tuple[Int64Array, Int64Array]
+) -> tuple[Int64Array, Int64Array]:
+    """A ∩ B of two disjoint, non-touching sorted run sets (as :func:`sorted_runs` gives), as
+    such runs: each run of B meets the runs of A from the first that ends after it starts to
+    the last that starts before it ends (two searchsorted), every such pair overlaps, and the
+    pairs come out in time order, apart and non-empty. No sort of the boundaries."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    first = np.searchsorted(a_e, b_s, side="right")
+    count = np.clip(np.searchsorted(a_s, b_e, side="left") - first, 0, None)
+    which_b = np.repeat(np.arange(b_s.size), count)
+    which_a = np.arange(which_b.size) - np.repeat(np.cumsum(count) - count, count)
+    which_a += first[which_b]
+    return (np.maximum(a_s[which_a], b_s[which_b]), np.minimum(a_e[which_a], b_e[which_b]))

@@ -12,6 +12,7 @@ from nsysmoe.intervals import (
     covered_before,
     grouped_runs,
     grouped_union_lengths,
+    intersection_runs,
     overlap_length,
     sorted_runs,
     sorted_union_length,
@@ -125,6 +126,10 @@ def test_sorted_runs_and_overlap_length_match_the_oracle(a: Pairs, b: Pairs) -> 
     ra, rb = runs_of(a), runs_of(b)
     assert list(zip(*(x.tolist() for x in ra), strict=True)) == runs(covered(a))
     assert overlap_length(ra, rb) == len(covered(a) & covered(b))
+    both = intersection_runs(ra, rb)
+    assert list(zip(*(x.tolist() for x in both), strict=True)) == runs(covered(a) & covered(b))
+    assert list(zip(*(x.tolist() for x in intersection_runs(rb, ra)), strict=True)) == runs(
+        covered(a) & covered(b))  # fmt: skip
     t = np.arange(-5, 45, dtype=np.int64)
     assert covered_before(*ra, t).tolist() == [len({x for x in covered(a) if x < v})
                                                for v in t.tolist()]  # fmt: skip
@@ -135,3 +140,5 @@ def test_overlap_length_with_int64_extremes() -> None:
     b = (np.array([I64.min, 0], dtype=np.int64), np.array([-5, I64.max], dtype=np.int64))
     assert overlap_length(a, b) == (-5 - int(I64.min)) + int(I64.max)
     assert overlap_length(a, a) == 2**64 - 1
+    s, e = intersection_runs(a, b)
+    assert (s.tolist(), e.tolist()) == ([I64.min, 0], [-5, I64.max])

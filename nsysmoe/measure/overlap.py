@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.classify import CLASSES, COMPUTE_GEMM_ATTN, GRAPH
-from nsysmoe.intervals import IntervalSet, overlap_length, sorted_runs, start_order
+from nsysmoe.intervals import intersection_runs, overlap_length, sorted_runs, start_order
 from nsysmoe.model import WHOLE_TRACE, Window
 from nsysmoe.results import Totals
 
@@ -111,7 +111,8 @@ def gpu_keys(*frames: pl.DataFrame) -> list[tuple[int, int]]:
 
 
 #: a GPU's figures, its class rows and ⋃K ∩ ⋃C (the compute under its communication)
-Figures = tuple[dict[str, int | float | None], list[dict[str, object]], IntervalSet]
+Figures = tuple[dict[str, int | float | None], list[dict[str, object]],
+                tuple[np.ndarray, np.ndarray]]
 
 
 def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.ndarray,
@@ -160,7 +161,7 @@ def _figures(s: np.ndarray, e: np.ndarray, code: np.ndarray, whole: int, ms: np.
         union = comm if i == COMM_CODE else length(runs(wc == i)) if counts[i] else 0
         rows.append({"class": klass, "count": int(counts[i]), "sum_ns": total,
                      "union_ns": union})  # fmt: skip
-    return gpu, rows, IntervalSet(*k_runs) & IntervalSet(*c_runs)
+    return gpu, rows, intersection_runs(k_runs, c_runs)
 
 
 def _span(starts: tuple[np.ndarray, ...], ends: tuple[np.ndarray, ...]) -> int:
@@ -229,10 +230,10 @@ def per_gpu_and_busy(
         gpu, classes, both = _figures(ks, ke, code.astype(np.int8), n_whole, ms, me)
         gpu_rows.append({"pid": key[0], "device": key[1], **gpu})
         class_rows += [{"pid": key[0], "device": key[1], **r} for r in classes]
-        if len(both):
-            busy.append(pl.DataFrame({"pid": np.full(len(both), key[0], np.int64),
-                                      "device": np.full(len(both), key[1], np.int64),
-                                      "start": both.starts, "end": both.ends}))  # fmt: skip
+        if n := both[0].size:
+            busy.append(pl.DataFrame({"pid": np.full(n, key[0], np.int64),
+                                      "device": np.full(n, key[1], np.int64),
+                                      "start": both[0], "end": both[1]}))  # fmt: skip
     gpu_schema = {c: pl.Int64 for c in GPU_COLUMNS} | {"hidden_pct": pl.Float64}
     class_schema = {
         "pid": pl.Int64,
