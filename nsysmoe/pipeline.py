@@ -235,7 +235,6 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     windows = process_windows(steps, kept)  # each process's own iteration windows
     if whole is None:
         pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
-    if whole is None:
         gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     else:
         mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
