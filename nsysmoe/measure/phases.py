@@ -178,10 +178,9 @@ def phase_tables(
         .filter(pl.col("layer").is_not_null())
         .unique(["row", "layer"])
     )
-    # phases and layers as the channels of ONE sweep ("P" + phase, "L" + layer): the sweep's
-    # cost does not grow with channels, and no figure kept here (exposed_only_ns is not) mixes
-    # one channel with another
-    # labels as channel indices: "P" + phase, then "L" + layer (no string built per kernel)
+    # phases and layers as the channels of ONE sweep ("P" + phase, "L" + layer; indices, no
+    # string built per kernel): the sweep's cost does not grow with channels, and no figure
+    # kept here (exposed_only_ns is not) mixes one channel with another
     phase_names = sorted(members["phase"].unique().to_list())
     layer_numbers = sorted(layered["layer"].unique().to_list())
     names = [f"P{p}" for p in phase_names] + [f"L{n}" for n in layer_numbers]
