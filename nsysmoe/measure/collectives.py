@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.measure.overlap import BUSY_SCHEMA, COMM, by_gpu, gpu_keys
+from nsysmoe.measure.overlap import COMM, busy_table, by_gpu, gpu_keys
 from nsysmoe.results import Collectives, TraceAnalysis
 
 #: kernels without peers: never matched across ranks
@@ -71,10 +71,10 @@ def arrivals(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 
 def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per GPU, ⋃K ∩ ⋃C as disjoint intervals (pid, device, start, end; :data:`BUSY_SCHEMA`):
+    """Per GPU, ⋃K ∩ ⋃C as disjoint intervals (:data:`~nsysmoe.measure.overlap.BUSY_SCHEMA`):
     the only part of the compute union the exposed wait and transfer can lose. An analysis
     takes them from its per-GPU unions (:func:`~nsysmoe.measure.overlap.per_gpu_and_busy`)."""
-    rows = []
+    busy = []
     # only the columns read (a row without a class is neither communication nor compute)
     side = pl.when(pl.col("class") == COMM).then(1).when(pl.col("class").is_not_null()).then(0)
     narrow = kernels.select("pid", "device", "start", "end", side.fill_null(-1).alias("side"))
@@ -82,12 +82,8 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
         s, e, is_comm, is_compute = k["start"], k["end"], k["side"] == 1, k["side"] == 0
         both = (IntervalSet.from_arrays(s[is_comm], e[is_comm])
                 & IntervalSet.from_arrays(s[is_compute], e[is_compute]))
-        if len(both):
-            n = len(both)
-            rows.append(pl.DataFrame({"pid": np.full(n, pid, np.int64),
-                                      "device": np.full(n, device, np.int64),
-                                      "start": both.starts, "end": both.ends}))  # fmt: skip
-    return pl.concat(rows).cast(BUSY_SCHEMA) if rows else pl.DataFrame(schema=BUSY_SCHEMA)
+        busy.append(((pid, device), both.starts, both.ends))
+    return busy_table(busy)
 
 
 def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:

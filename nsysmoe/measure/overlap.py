@@ -209,6 +209,14 @@ BUSY_SCHEMA: dict[str, pl.DataType] = {
 }  # fmt: skip
 
 
+def busy_table(per_gpu: list[tuple[tuple[int, int], np.ndarray, np.ndarray]]) -> pl.DataFrame:
+    """:data:`BUSY_SCHEMA` rows from ((pid, device), starts, ends) per GPU, in the given order."""
+    parts = [pl.DataFrame({"pid": np.full(s.size, pid, np.int64),
+                           "device": np.full(s.size, device, np.int64), "start": s, "end": e})
+             for (pid, device), s, e in per_gpu if s.size]  # fmt: skip
+    return pl.concat(parts).cast(BUSY_SCHEMA) if parts else pl.DataFrame(schema=BUSY_SCHEMA)
+
+
 def per_gpu_and_busy(
     kernels: pl.DataFrame, memops: pl.DataFrame, window: Window | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -230,10 +238,7 @@ def per_gpu_and_busy(
         gpu, classes, both = _figures(ks, ke, code.astype(np.int8), n_whole, ms, me)
         gpu_rows.append({"pid": key[0], "device": key[1], **gpu})
         class_rows += [{"pid": key[0], "device": key[1], **r} for r in classes]
-        if n := both[0].size:
-            busy.append(pl.DataFrame({"pid": np.full(n, key[0], np.int64),
-                                      "device": np.full(n, key[1], np.int64),
-                                      "start": both[0], "end": both[1]}))  # fmt: skip
+        busy.append((key, *both))
     gpu_schema = {c: pl.Int64 for c in GPU_COLUMNS} | {"hidden_pct": pl.Float64}
     class_schema = {
         "pid": pl.Int64,
@@ -246,5 +251,5 @@ def per_gpu_and_busy(
     return (
         pl.DataFrame(gpu_rows, schema=gpu_schema, orient="row"),
         pl.DataFrame(class_rows, schema=class_schema, orient="row"),
-        pl.concat(busy).cast(BUSY_SCHEMA) if busy else pl.DataFrame(schema=BUSY_SCHEMA),
+        busy_table(busy),
     )
