@@ -26,7 +26,8 @@ Inverted rows (end < start) cover nothing either; readers never produce them.
 
 Everything is vectorised: one sort by (group, start, api_start, api_tid), the previous ops'
 running maximum end as a per-group cumulative maximum, and the gap-ending op is the first row
-of its start; no Python loop runs per op, per gap, per GPU or per window.
+of its start; no Python loop runs per op, per gap or per window (a window's cut takes a
+slice of each GPU's gaps: one binary search per GPU, see :func:`gaps_in_window`).
 """
 
 from __future__ import annotations
@@ -169,6 +170,40 @@ def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFram
     columns = ("start_ns", "end_ns", "gap_ns", "kind", "api_tid")
     schema = {c: whole.schema[c] for c in GPU} | {c: GAP_SCHEMA[c] for c in columns}
     span = window_ops.group_by(GPU).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
+    # each GPU's gaps are one run of ``whole``'s rows, disjoint and in time order: those that
+    # meet the span are one slice of it (a view, not a copy), and only its first and last
+    # rows can be cut; a span of one instant has no gap
+    runs = (
+        whole.select(GPU).with_row_index("first")
+        .group_by(GPU, maintain_order=True).agg(pl.col("first").first(), n=pl.len())
+        .join(span, on=GPU, how="inner", maintain_order="left")
+        .filter(pl.col("hi") > pl.col("lo"))
+    )  # fmt: skip
+    starts, ends = whole["start_ns"].to_numpy(), whole["end_ns"].to_numpy()
+    cuts = []
+    for first, n, lo, hi in runs.select("first", "n", "lo", "hi").iter_rows():
+        a = first + int(np.searchsorted(ends[first:first + n], lo, side="right"))
+        b = first + int(np.searchsorted(starts[first:first + n], hi, side="left"))
+        if a < b:
+            cuts.append((a, b, lo, hi))
+    if not cuts:
+        return pl.DataFrame(schema=schema)
+    ends_of = np.array([(a, b - 1) for a, b, _, _ in cuts]).ravel()
+    bounds = pl.DataFrame({"lo": [c[2] for c in cuts for _ in "ab"],
+                           "hi": [c[3] for c in cuts for _ in "ab"]})  # fmt: skip
+    edges = _clipped(whole[ends_of].hstack(bounds)).select(list(schema)).cast(schema)
+    whole = whole.select(list(schema)).cast(schema)
+    pieces = []
+    for i, (a, b, _, _) in enumerate(cuts):
+        pieces.append(edges.slice(2 * i, 1))
+        if b - a > 1:
+            pieces += [whole.slice(a + 1, b - a - 2), edges.slice(2 * i + 1, 1)]
+    return pl.concat(pieces)
+
+
+def _clipped(rows: pl.DataFrame) -> pl.DataFrame:
+    """Gaps (with their GPU's span, lo and hi) clipped to the span, kinds judged again where
+    cut (see :func:`gaps_in_window`)."""
     cut_start, cut_end = pl.col("start_ns") < pl.col("lo"), pl.col("end_ns") > pl.col("hi")
     kind = (
         pl.when(cut_end | pl.col("api_start").is_null())
@@ -181,17 +216,9 @@ def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFram
     )
     start = pl.max_horizontal("start_ns", "lo").alias("start_ns")
     end = pl.min_horizontal("end_ns", "hi").alias("end_ns")
-    return (
-        whole.join(span, on=GPU, how="inner", maintain_order="left")
-        .filter(pl.col("end_ns") > pl.col("lo"), pl.col("start_ns") < pl.col("hi"))
-        .with_columns(kind.alias("kind"), start, end)
-        .filter(pl.col("end_ns") > pl.col("start_ns"))  # a span of one instant has no gap
-        .with_columns(
-            gap_ns=pl.col("end_ns") - pl.col("start_ns"),
-            api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
-        )
-        .select(list(schema))
-        .cast(schema)
+    return rows.with_columns(kind.alias("kind"), start, end).with_columns(
+        gap_ns=pl.col("end_ns") - pl.col("start_ns"),
+        api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
     )
 
 
