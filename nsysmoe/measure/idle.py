@@ -104,13 +104,18 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU, *, launch: bool = False) ->
     if not by:  # one group: a constant key keeps the grouped code below unchanged
         return gaps(ops.with_columns(_group=pl.lit(0)), ["_group"], launch=launch).drop("_group")
     groups = ops.select(by).unique().sort(by).with_row_index("_g")  # in the output's order
-    ops = ops.join(groups, on=by, how="left", maintain_order="left", nulls_equal=True)
-    bounds = ops.group_by("_g").agg(lo=pl.col("start").min(), hi=pl.col("end").max()).sort("_g")
-    real = ops.filter(pl.col("end") > pl.col("start"))
-    g = real["_g"].to_numpy().astype(np.int64)
-    order = _start_order(g, real.select("start", "api_start", "api_tid"))
-    real = real.select("start", "end", "api_start", "api_tid")[order]
-    g, s, e = g[order], real["start"].to_numpy(), real["end"].to_numpy()
+    # only the keys are joined, and the ops are read in place through row numbers: the op
+    # table is not copied (a million rows each time)
+    g_all = ops.select(by).join(groups, on=by, how="left", maintain_order="left",
+                                nulls_equal=True)["_g"]  # fmt: skip
+    bounds = (ops.select("start", "end").with_columns(_g=g_all).group_by("_g")
+              .agg(lo=pl.col("start").min(), hi=pl.col("end").max()).sort("_g"))  # fmt: skip
+    real = np.flatnonzero(ops.select((pl.col("end") > pl.col("start")).fill_null(False))
+                          .to_series().to_numpy())  # fmt: skip
+    g = g_all.to_numpy().astype(np.int64)[real]
+    order = _start_order(g, ops, rows=real)
+    at_op = real[order]  # the ops with a length, in (group, start, launch) order
+    g, s, e = g[order], _ints(ops["start"], at_op), _ints(ops["end"], at_op)
     lo = bounds["lo"].fill_null(0).to_numpy()
     # each op's g0: the end of everything before it in its group, or for a group's first op
     # the span's start (a leading gap); only the first op of a start can open a gap (the
@@ -122,17 +127,6 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU, *, launch: bool = False) ->
     g0[1:] = reach[:-1]
     g0[first] = lo[g[first]]
     opens = np.flatnonzero(s > g0)
-    inner = pl.DataFrame({"_g": g[opens], "start_ns": g0[opens], "end_ns": s[opens]}).hstack(
-        real.select("api_start", "api_tid")[opens]
-    )
-    kind = (
-        pl.when(pl.col("api_start").is_null())
-        .then(pl.lit(OTHER))
-        .when(pl.col("api_start") >= pl.col("start_ns"))
-        .then(pl.lit(HOST))
-        .otherwise(pl.lit(DEPENDENCY))
-    )
-    inner = inner.select("_g", "start_ns", "end_ns", kind.alias("kind"), "api_tid", "api_start")
     # after each group's last real op (or all of a span with none): nothing ends it
     last_of = np.flatnonzero(np.r_[first[1:], True]) if g.size else np.zeros(0, np.int64)
     last = pl.DataFrame({"_g": g[last_of], "reach": reach[last_of]})
@@ -140,20 +134,37 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU, *, launch: bool = False) ->
         bounds.join(last, on="_g", how="left")
         .select("_g", pl.coalesce("reach", "lo").alias("start_ns"), pl.col("hi").alias("end_ns"))
         .filter(pl.col("end_ns") > pl.col("start_ns"))
-        .with_columns(kind=pl.lit(OTHER), api_tid=pl.lit(None, pl.Int64),
-                      api_start=pl.lit(None, pl.Int64))  # fmt: skip
     )
     # a group's trailing gap starts after all its inner gaps: it goes right after them
-    at = np.searchsorted(inner["_g"].to_numpy(), trailing["_g"].to_numpy(), side="right")
-    rows = np.insert(np.arange(len(inner)), at, len(inner) + np.arange(len(trailing)))
-    out = pl.concat([inner, trailing.cast(inner.schema)])[rows]
-    out = out.with_columns(
+    t_g = trailing["_g"].to_numpy().astype(np.int64)
+    at = np.searchsorted(g[opens], t_g, side="right")
+    decider = pl.Series(np.insert(at_op[opens], at, -1))  # the op ending each gap; -1: none
+    api = ops.select(pl.col("api_start", "api_tid").gather(decider.set(decider < 0, None)))
+    out = pl.DataFrame({
+        "start_ns": np.insert(g0[opens], at, trailing["start_ns"].to_numpy()),
+        "end_ns": np.insert(s[opens], at, trailing["end_ns"].to_numpy()),
+    }).hstack(api)  # fmt: skip
+    kind = (
+        pl.when(pl.col("api_start").is_null())
+        .then(pl.lit(OTHER))
+        .when(pl.col("api_start") >= pl.col("start_ns"))
+        .then(pl.lit(HOST))
+        .otherwise(pl.lit(DEPENDENCY))
+    )
+    out = out.with_columns(kind.alias("kind")).with_columns(
         gap_ns=pl.col("end_ns") - pl.col("start_ns"),
         api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
         api_start=pl.when(pl.col("kind") != OTHER).then("api_start"),
     )
-    keys = groups.select(by)[out["_g"].to_numpy()]
-    return keys.hstack(out.drop("_g")).select(list(schema)).cast(schema)
+    keys = groups.select(by)[np.insert(g[opens], at, t_g)]
+    return keys.hstack(out).select(list(schema)).cast(schema)
+
+
+def _ints(column: pl.Series, rows: np.ndarray) -> np.ndarray:
+    """An Int64 ``column`` (no nulls at ``rows``) at ``rows``, exactly (a column with nulls
+    would come out of numpy as floats)."""
+    values = column.fill_null(0) if column.null_count() else column
+    return values.to_numpy()[rows]
 
 
 def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFrame:
@@ -236,9 +247,10 @@ def _group_cum_max(g: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(base | (e - low)) - base + low
 
 
-def _start_order(g: np.ndarray, ops: pl.DataFrame) -> np.ndarray:
+def _start_order(g: np.ndarray, ops: pl.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
     """The permutation sorting ``ops`` (start, api_start, api_tid; no null start) by (``g``,
-    start, api_start, api_tid), nulls last.
+    start, api_start, api_tid), nulls last; with ``rows``, of those rows of ``ops`` only (``g``
+    is theirs), without copying them out.
 
     A multi-key sort of a million rows costs seconds, so: one stable sort of one int64 key
     (the group above the start's offset), then a three-key sort of only the rows whose
@@ -246,11 +258,13 @@ def _start_order(g: np.ndarray, ops: pl.DataFrame) -> np.ndarray:
     finishes the order. Falls back to the plain sort when the key does not fit in 63 bits."""
     if not g.size:
         return np.zeros(0, dtype=np.int64)
-    start = ops["start"].to_numpy()
+    ops = ops.select("start", "api_start", "api_tid")
+    at_op = np.arange(len(ops)) if rows is None else rows
+    start = _ints(ops["start"], at_op)
     lo, span = int(start.min()), int(start.max()) - int(start.min())
     shift = max(span, 1).bit_length()
     if shift + int(g.max()).bit_length() > 62:
-        keyed = ops.with_columns(_g=pl.Series(g), _i=pl.int_range(pl.len()))
+        keyed = ops[at_op].with_columns(_g=pl.Series(g), _i=pl.int_range(pl.len()))
         return keyed.sort(["_g", *ops.columns], nulls_last=True)["_i"].to_numpy()
     key = (g << shift) | (start - lo)
     order = np.argsort(key, kind="stable")
@@ -258,11 +272,11 @@ def _start_order(g: np.ndarray, ops: pl.DataFrame) -> np.ndarray:
     tied = np.flatnonzero(k[1:] == k[:-1]) + 1
     if tied.size:
         at = np.union1d(tied - 1, tied)
-        rows = order[at]
-        api, tid = (ops[c].gather(rows) for c in ("api_start", "api_tid"))
-        order[at] = rows[np.lexsort((tid.fill_null(0).to_numpy(), tid.is_null().to_numpy(),
-                                     api.fill_null(0).to_numpy(), api.is_null().to_numpy(),
-                                     key[rows]))]  # fmt: skip
+        tied_rows = order[at]
+        api, tid = (ops[c].gather(at_op[tied_rows]) for c in ("api_start", "api_tid"))
+        order[at] = tied_rows[np.lexsort((tid.fill_null(0).to_numpy(), tid.is_null().to_numpy(),
+                                          api.fill_null(0).to_numpy(), api.is_null().to_numpy(),
+                                          key[tied_rows]))]  # fmt: skip
     return order
 
 
