@@ -44,7 +44,7 @@ from nsysmoe.measure.idle import (
     with_other,
 )
 from nsysmoe.measure.iterations import iteration_table, process_iterations
-from nsysmoe.measure.kernels import busiest_unclassified
+from nsysmoe.measure.kernels import NO_RULE, busiest_unclassified
 from nsysmoe.measure.launch import contract_config
 from nsysmoe.measure.launch_calls import (
     Launches,
@@ -54,7 +54,7 @@ from nsysmoe.measure.launch_calls import (
     remember,
 )
 from nsysmoe.measure.nvtx import process_nvtx_totals, totals_of
-from nsysmoe.measure.overlap import BUSY_SCHEMA, per_gpu_and_busy, totals
+from nsysmoe.measure.overlap import BUSY_SCHEMA, COMM, per_gpu_and_busy, totals
 from nsysmoe.measure.phases import (
     LAYER_SCHEMA,
     PHASE_SCHEMA,
@@ -229,9 +229,14 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         phases_job = nvtx_side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
                                       phase_pattern(scope.phase),
                                       launched=launched if launches.unique else None)  # fmt: skip
-    # the window's kernels, only the columns read below (a copy of a million rows each)
-    in_window = window.select(kernels.select("pid", "device", "start", "end", "name", "class",
-                                             "subclass", "channel"))  # fmt: skip
+    # the window's kernels that are read below, only their columns: the communication ones
+    # (matched across GPUs) and those no rule named (the audit table); of the rest, only
+    # which subclasses and names occur (the dispatcher), not a copy of a million rows
+    window_kernels = window.select(kernels.lazy().select(
+        "pid", "device", "start", "end", "name", "class", "subclass", "channel"))  # fmt: skip
+    in_window = window_kernels.filter(
+        (pl.col("class") == COMM) | NO_RULE).collect()
+    seen = window_kernels.select(pl.col("subclass", "name").unique().implode()).collect()
     windows = process_windows(steps, kept)  # each process's own iteration windows
     if whole is None:
         pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
@@ -268,7 +273,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         channels = channel_table(kernels, window)
     else:
         channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
-    dispatcher = dispatcher_of(set(in_window["subclass"].unique()), in_window["name"].unique())
+    dispatcher = dispatcher_of(set(seen["subclass"].explode()), seen["name"].explode())
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
         mine = channels if pid is None else channels.filter(pl.col("pid") == pid)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import polars as pl
 
-from nsysmoe.classify import CLASSES
+from nsysmoe.classify import CLASSES, UNCLASSIFIED
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.model import Frame
 
 TOP_UNCLASSIFIED = 10
+#: the rows :func:`busiest_unclassified` reads: those no rule named
+NO_RULE = pl.col("subclass") == UNCLASSIFIED[1]
 _DUR = pl.col("end") - pl.col("start")
 
 
 def busiest_unclassified(kernels: pl.DataFrame, top: int = TOP_UNCLASSIFIED) -> pl.DataFrame:
     """Names no rule recognised, by total time, so a user can audit and extend the rules."""
     return (
-        kernels.filter(pl.col("subclass") == "unclassified")
+        kernels.filter(NO_RULE)
         .group_by("name")
         .agg(pl.len().cast(pl.Int64).alias("count"), _DUR.sum().alias("sum_ns"))
         .sort(["sum_ns", "name"], descending=[True, False])

@@ -465,3 +465,8 @@ def test_start_order_is_the_multi_key_sort(rows: list[tuple]) -> None:
     assert got.equals(want)
     one = ops[_start_order(np.zeros(len(ops), dtype=np.int64), ops.select(keys))]
     assert one.select(keys).equals(ops.sort(keys, nulls_last=True).select(keys))
+    # ``rows``: every other row, ordered in place (their positions among themselves)
+    rows = np.arange(0, len(ops), 2)
+    some = ops[rows]
+    got = some[_start_order(group.astype(np.int64)[rows], ops.select(keys), rows=rows)]
+    assert got.equals(some.sort(_ORDER_KEYS, nulls_last=True))
