@@ -250,7 +250,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
                                            Path(trace.path).name, len(gpus))  # fmt: skip
     graphs = graph_summary(trace, kernels, window)
     ops = launches.ops.select(list(OPS_SCHEMA))
-    window_ops = window.select(ops)
+    window_ops = window.select(ops.lazy())  # read only per GPU (its span): no copy of the ops
     if detail or whole is None:  # the whole timeline's gaps, and the window's cut from them
         timeline_gaps = gaps(ops, launch=True)
         window_gaps = (gaps_in_window(timeline_gaps, window_ops) if window.bounded

@@ -167,10 +167,10 @@ def _ints(column: pl.Series, rows: np.ndarray) -> np.ndarray:
     return values.to_numpy()[rows]
 
 
-def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFrame:
+def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """:func:`gaps` of ``window_ops`` (the ops a :class:`~nsysmoe.model.Window` selected, clipped
-    to it) from ``whole`` = ``gaps(ops, launch=True)`` of all the ops, per GPU, without a
-    second sort of them.
+    to it; lazy or not: only each GPU's span is read) from ``whole`` = ``gaps(ops, launch=True)``
+    of all the ops, per GPU, without a second sort of them.
 
     A GPU's idle time inside the window's span of its work is its whole timeline's idle time
     there (the window's ops are the whole ones clipped), so its gaps are the whole gaps clipped
@@ -180,7 +180,8 @@ def gaps_in_window(whole: pl.DataFrame, window_ops: pl.DataFrame) -> pl.DataFram
     ``dependency``)."""
     columns = ("start_ns", "end_ns", "gap_ns", "kind", "api_tid")
     schema = {c: whole.schema[c] for c in GPU} | {c: GAP_SCHEMA[c] for c in columns}
-    span = window_ops.group_by(GPU).agg(lo=pl.col("start").min(), hi=pl.col("end").max())
+    span = (window_ops.lazy().group_by(GPU)
+            .agg(lo=pl.col("start").min(), hi=pl.col("end").max()).collect())  # fmt: skip
     # each GPU's gaps are one run of ``whole``'s rows, disjoint and in time order: those that
     # meet the span are one slice of it (a view, not a copy), and only its first and last
     # rows can be cut; a span of one instant has no gap
@@ -280,10 +281,11 @@ def _start_order(g: np.ndarray, ops: pl.DataFrame, rows: np.ndarray | None = Non
     return order
 
 
-def _split(ops: pl.DataFrame, by: list[str], g: pl.DataFrame | None = None) -> pl.DataFrame:
+def _split(ops: pl.DataFrame | pl.LazyFrame, by: list[str],
+           g: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
     """The split per group of ``ops`` (every group with a row, zeros included), sorted; ``g``:
     their :func:`gaps`, when already computed."""
-    keys = ops.select(by).unique()
+    keys = ops.lazy().select(by).unique().collect()
     g = gaps(ops, by) if g is None else g
     parts = g.group_by(by).agg(
         pl.col("gap_ns").filter(pl.col("kind") == k).sum().alias(f"idle_{k}_ns") for k in KINDS
@@ -302,9 +304,13 @@ def idle_split(ops: pl.DataFrame) -> dict[str, int]:
     return {c: int(row[c]) for c in SPLIT_COLUMNS}
 
 
-def idle_split_per_gpu(ops: pl.DataFrame, gap_table: pl.DataFrame | None = None) -> pl.DataFrame:
+def idle_split_per_gpu(ops: pl.DataFrame | pl.LazyFrame,
+                       gap_table: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
     """pid, device and the split (:data:`SPLIT_COLUMNS`) for every GPU with an op, sorted; all
-    GPUs at once in one grouped pass (``gap_table``: ``gaps(ops)``, when already computed)."""
+    GPUs at once in one grouped pass (``gap_table``: ``gaps(ops)``, when already computed;
+    then ``ops`` may be lazy: only which GPUs have an op is read)."""
+    if gap_table is None and isinstance(ops, pl.LazyFrame):
+        ops = ops.collect()
     return _split(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU, gap_table)
 
 
@@ -346,7 +352,10 @@ def split_in_windows(ops: pl.DataFrame, windows: Sequence[tuple[int, int]]) -> p
 
 
 def largest_gaps(
-    ops: pl.DataFrame, nvtx: pl.DataFrame, top: int = 5, gap_table: pl.DataFrame | None = None
+    ops: pl.DataFrame | pl.LazyFrame,
+    nvtx: pl.DataFrame,
+    top: int = 5,
+    gap_table: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per GPU the ``top`` longest gaps (:data:`GAP_SCHEMA`), longest first, an earlier gap
     first among equals; sorted by (pid, device).
@@ -355,9 +364,11 @@ def largest_gaps(
     began — same thread, ``range.start <= start_ns < range.end``, not cross-thread; innermost =
     latest start, then earliest end, then the later row. Null for ``other`` gaps (no thread)
     or when the thread was in no range. Shown as ``Domain:name`` in a named domain.
+    ``gap_table``: ``gaps(ops)``, when already computed (then ``ops`` is not read).
     """
     if gap_table is None:
-        gap_table = gaps(ops.select(*GPU, "start", "end", "api_start", _tid(ops)), GPU)
+        ops = ops.lazy().select(*GPU, "start", "end", "api_start", _tid(ops)).collect()
+        gap_table = gaps(ops, GPU)
     # a GPU's ``top`` longest gaps are among those at least as long as its top-th longest:
     # only they are sorted (a full multi-key sort of a million gaps costs seconds)
     g = gap_table.filter(pl.col("gap_ns") >= pl.col("gap_ns").top_k(top).min().over(GPU))
@@ -397,9 +408,9 @@ def largest_gaps(
     return out.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA)
 
 
-def _tid(ops: pl.DataFrame) -> pl.Expr:
+def _tid(ops: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
     """``api_tid``, or a null one for op tables built without it."""
-    if "api_tid" in ops.columns:
+    if "api_tid" in ops.collect_schema().names():
         return pl.col("api_tid")
     return pl.lit(None, pl.Int64).alias("api_tid")
 

@@ -158,11 +158,9 @@ def phase_tables(
     kernels = kernels.select("pid", "device", "start", "end", "class", "corr_id")
     if launched is not None:
         kernels = kernels.hstack(launched)
-    if window.bounded:  # membership comes from the launch, the time from the window
-        lo, hi = window.bounds()
-        kernels = kernels.filter(
-            ((pl.col("end") > lo) | (pl.col("start") >= lo)) & (pl.col("start") < hi)
-        )
+    # membership comes from the launch, the time from the window: the window's rows, clipped
+    # to it, once (the sweep below then selects nothing again)
+    kernels = window.select(kernels)
     members = memberships(kernels, runtime, nvtx, pattern)
     if members.is_empty():
         return pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
@@ -191,7 +189,7 @@ def phase_tables(
             layer_numbers, range(len(phase_names), len(names)), return_dtype=pl.Int64)
             .alias("ch")),
     ])  # fmt: skip
-    both = coded_channel_table(_labelled(k, labels), names, window)
+    both = coded_channel_table(_labelled(k, labels), names)
     kind, label = pl.col("channel").str.head(1), pl.col("channel").str.slice(1)
     phases = both.filter(kind == "P").with_columns(label.alias("phase")).drop("channel")
     phases = phases.join(instances, on=["pid", "device", "phase"], how="left",

@@ -247,6 +247,11 @@ def test_gaps_in_window_are_the_windowed_ops_gaps(rows: list[Op], wins: list) ->
     for lo, hi in wins:
         selected = Window(lo, hi).select(table)
         assert gaps_in_window(whole, selected).rows() == gaps(selected).rows()
+        # the pipeline passes the window's ops lazily: only their GPUs and spans are read
+        lazy = Window(lo, hi).select(table.lazy())
+        cut = gaps_in_window(whole, lazy)
+        assert cut.rows() == gaps(selected).rows()
+        assert idle_split_per_gpu(lazy, cut).equals(idle_split_per_gpu(selected))
 
 
 def test_gaps_in_window_of_work_at_one_instant_is_none() -> None:
