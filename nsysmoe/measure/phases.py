@@ -131,14 +131,16 @@ def memberships(
     return out.select("row", "range_id", "phase").unique().cast(schema)
 
 
-def _labelled(kernels: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
-    """The rows :func:`~nsysmoe.measure.channels.coded_channel_table` measures: compute kernels
-    as they are (``ch`` −1), and each (communication kernel ``row``, label ``ch``) of ``labels``
-    once as a communication row of channel ``ch``: the channel sweep then measures per label."""
-    coded = kernels.select("pid", "device", "start", "end", class_code())
-    comm = coded.with_row_index("row").join(labels.unique(), on="row").drop("row")
-    compute = coded.filter(kernels["class"] != COMM).with_columns(ch=pl.lit(-1, pl.Int64))
-    return pl.concat([compute, comm.cast({"ch": pl.Int64})])
+def _labelled(comm: pl.DataFrame, compute: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
+    """The rows :func:`~nsysmoe.measure.channels.coded_channel_table` measures: the ``compute``
+    kernels (pid, device, start, end, class ``code``) as they are (``ch`` −1), and each
+    (communication kernel ``row`` of ``comm``, label ``ch``) of ``labels`` once as a
+    communication row of channel ``ch``: the channel sweep then measures per label."""
+    coded = comm.select("pid", "device", "start", "end", class_code()).with_row_index("row")
+    # in the kernels' (time) order: the sweep's sort is then near linear
+    labelled = coded.join(labels.unique(), on="row", maintain_order="left").drop("row")
+    return pl.concat([compute.with_columns(ch=pl.lit(-1, pl.Int64)),
+                      labelled.cast({"ch": pl.Int64})])  # fmt: skip
 
 
 def phase_tables(
@@ -154,19 +156,20 @@ def phase_tables(
     communication over ``window``; ``kernels`` must carry ``class``. ``launched``: each kernel
     row's launching call (api_tid, api_start, api_end; see :func:`memberships`), when known."""
     window = window or WHOLE_TRACE
-    # only the columns read below: the window's filter copies every column it keeps
     kernels = kernels.select("pid", "device", "start", "end", "class", "corr_id")
     if launched is not None:
         kernels = kernels.hstack(launched)
-    # membership comes from the launch, the time from the window: the window's rows, clipped
-    # to it, once (the sweep below then selects nothing again)
-    kernels = window.select(kernels)
-    members = memberships(kernels, runtime, nvtx, pattern)
+    # membership comes from the launch, the time from the window: the window's rows clipped
+    # to it once, in two copies of only what is read: the communication kernels with their
+    # launch, and the others' times and class (what the sweep's compute unions need)
+    rows = window.select(kernels.lazy())  # collected twice: no copy of every column first
+    comm = rows.filter(pl.col("class") == COMM).collect()
+    compute = (rows.filter(pl.col("class") != COMM)
+               .select("pid", "device", "start", "end", class_code()).collect())  # fmt: skip
+    members = memberships(comm, runtime, nvtx, pattern)
     if members.is_empty():
         return pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
-    cols = ["pid", "device", "start", "end", "class"]
-    k = kernels.select(cols)
-    gpu_of = k.with_row_index("row").select("row", "pid", "device")
+    gpu_of = comm.with_row_index("row").select("row", "pid", "device")
     instances = (members.join(gpu_of, on="row").group_by("pid", "device", "phase")
                  .agg(pl.col("range_id").n_unique().alias("instances")))  # fmt: skip
     layered = (
@@ -189,7 +192,7 @@ def phase_tables(
             layer_numbers, range(len(phase_names), len(names)), return_dtype=pl.Int64)
             .alias("ch")),
     ])  # fmt: skip
-    both = coded_channel_table(_labelled(k, labels), names)
+    both = coded_channel_table(_labelled(comm, compute, labels), names)
     kind, label = pl.col("channel").str.head(1), pl.col("channel").str.slice(1)
     phases = both.filter(kind == "P").with_columns(label.alias("phase")).drop("channel")
     phases = phases.join(instances, on=["pid", "device", "phase"], how="left",
