@@ -135,28 +135,33 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU, *, launch: bool = False) ->
         .select("_g", pl.coalesce("reach", "lo").alias("start_ns"), pl.col("hi").alias("end_ns"))
         .filter(pl.col("end_ns") > pl.col("start_ns"))
     )
+    # the gaps' own columns only, before they are built: each op's arrays are let go
+    gap_g, gap_start, gap_end, ender = g[opens], g0[opens], s[opens], at_op[opens]
+    del g, s, e, reach, g0, first, at_op, order, real, opens
     # a group's trailing gap starts after all its inner gaps: it goes right after them
     t_g = trailing["_g"].to_numpy().astype(np.int64)
-    at = np.searchsorted(g[opens], t_g, side="right")
-    decider = pl.Series(np.insert(at_op[opens], at, -1))  # the op ending each gap; -1: none
+    at = np.searchsorted(gap_g, t_g, side="right")
+    decider = pl.Series(np.insert(ender, at, -1))  # the op ending each gap; -1: none
     api = ops.select(pl.col("api_start", "api_tid").gather(decider.set(decider < 0, None)))
     out = pl.DataFrame({
-        "start_ns": np.insert(g0[opens], at, trailing["start_ns"].to_numpy()),
-        "end_ns": np.insert(s[opens], at, trailing["end_ns"].to_numpy()),
+        "start_ns": np.insert(gap_start, at, trailing["start_ns"].to_numpy()),
+        "end_ns": np.insert(gap_end, at, trailing["end_ns"].to_numpy()),
     }).hstack(api)  # fmt: skip
+    del decider, api, gap_start, gap_end, ender
+    launched = pl.col("api_start").is_not_null()  # else nothing launched it: ``other``
     kind = (
-        pl.when(pl.col("api_start").is_null())
+        pl.when(~launched)
         .then(pl.lit(OTHER))
         .when(pl.col("api_start") >= pl.col("start_ns"))
         .then(pl.lit(HOST))
         .otherwise(pl.lit(DEPENDENCY))
     )
-    out = out.with_columns(kind.alias("kind")).with_columns(
+    out = out.with_columns(
+        kind.alias("kind"),
         gap_ns=pl.col("end_ns") - pl.col("start_ns"),
-        api_tid=pl.when(pl.col("kind") != OTHER).then("api_tid"),
-        api_start=pl.when(pl.col("kind") != OTHER).then("api_start"),
+        api_tid=pl.when(launched).then("api_tid"),  # an ``other`` gap has no thread
     )
-    keys = groups.select(by)[np.insert(g[opens], at, t_g)]
+    keys = groups.select(by)[np.insert(gap_g, at, t_g)]
     return keys.hstack(out).select(list(schema)).cast(schema)
 
 
@@ -245,7 +250,12 @@ def _group_cum_max(g: np.ndarray, e: np.ndarray) -> np.ndarray:
         grouped = pl.DataFrame({"g": g, "e": e}).select(pl.col("e").cum_max().over("g"))
         return grouped["e"].to_numpy()
     base = g << shift
-    return np.maximum.accumulate(base | (e - low)) - base + low
+    run = e - low  # in place from here: one array of the rows' length besides ``base``
+    run |= base
+    np.maximum.accumulate(run, out=run)
+    run -= base
+    run += low
+    return run
 
 
 def _start_order(g: np.ndarray, ops: pl.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
