@@ -19,6 +19,7 @@ from nsysmoe.measure.channels import (
     channel_iterations,
     channel_table,
     channel_totals,
+    coded_kernels,
     on_the_table,
     process_channel_iterations,
     with_shares,
@@ -238,8 +239,10 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         (pl.col("class") == COMM) | NO_RULE).collect()
     seen = window_kernels.select(pl.col("subclass", "name").unique().implode()).collect()
     windows = process_windows(steps, kept)  # each process's own iteration windows
-    if whole is None:
-        pci_job = nvtx_side.submit(process_channel_iterations, kernels, windows)
+    if whole is None:  # the kernels as both channel sweeps read them, coded once, when due
+        coded_job = nvtx_side.submit(coded_kernels, kernels)
+        pci_job = nvtx_side.submit(lambda: process_channel_iterations(coded_job.result(),
+                                                                      windows))  # fmt: skip
         gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     else:
         mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
@@ -270,7 +273,8 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     if detail or whole is None:
         del timeline_gaps, window_gaps
     if whole is None:
-        channels = channel_table(kernels, window)
+        channels = channel_table(coded_job.result(), window)
+        del coded_job  # its arrays go once the side thread's sweep is done with them
     else:
         channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
     dispatcher = dispatcher_of(set(seen["subclass"].explode()), seen["name"].explode())

@@ -22,6 +22,8 @@ code measures hundreds of phases (:mod:`nsysmoe.measure.phases`). Iteration wind
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -31,6 +33,7 @@ from nsysmoe.measure.overlap import (
     COMM_CODE,
     GEMM_ATTN_CODES,
     NULL_CODE,
+    Arrays,
     by_gpu,
     class_code,
     gpu_keys,
@@ -173,6 +176,31 @@ def _channel_codes(kernels: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     return narrow.with_columns(ch.alias("ch")).drop("channel"), channels
 
 
+@dataclass(frozen=True)
+class CodedKernels:
+    """Kernels as the channel sweeps read them: per GPU (sorted keys), numpy arrays start, end,
+    class ``code`` and channel index ``ch`` (−1 unless communication) in table order, and the
+    channels' names. Made once (:func:`coded_kernels`), it serves the per-GPU channel table and
+    the per-iteration one (read only: two threads may share it)."""
+
+    parts: dict[tuple[int, int], Arrays]
+    channels: list[str]
+
+
+def coded_kernels(kernels: pl.DataFrame) -> CodedKernels:
+    """The classified ``kernels`` (``class``, ``channel``) as :class:`CodedKernels`."""
+    narrow, channels = _channel_codes(kernels)
+    return _coded(narrow, channels)
+
+
+def _coded(narrow: pl.DataFrame, channels: list[str]) -> CodedKernels:
+    """:class:`CodedKernels` of rows coded as :func:`_channel_codes` codes them."""
+    parts = by_gpu(narrow.select("pid", "device", "start", "end", "code", "ch"), gpu_keys(narrow))
+    for k in parts.values():  # the key columns are the key: not kept per row
+        del k["pid"], k["device"]
+    return CodedKernels(parts, channels)
+
+
 def _sweep_arrays(s: np.ndarray, e: np.ndarray, code: np.ndarray, ch: np.ndarray,
                   n_channels: int, bins: np.ndarray | None = None,
                   n_bins: int = 1) -> dict[str, np.ndarray]:  # fmt: skip
@@ -186,26 +214,22 @@ def _sweep_arrays(s: np.ndarray, e: np.ndarray, code: np.ndarray, ch: np.ndarray
                         np.isin(code, GEMM_ATTN_CODES), n_channels, n_bins)  # fmt: skip
 
 
-def channel_table(kernels: pl.DataFrame, window: Window | None = None) -> pl.DataFrame:
+def channel_table(kernels: pl.DataFrame | CodedKernels,
+                  window: Window | None = None) -> pl.DataFrame:  # fmt: skip
     """Per (pid, device, channel) of every channel present (:data:`CHANNEL_SCHEMA`); kernels
-    must carry ``class`` (and ``channel``). Python loops run per GPU and channel only."""
-    return coded_channel_table(*_channel_codes(kernels), window)
-
-
-def coded_channel_table(narrow: pl.DataFrame, channels: list[str],
-                        window: Window | None = None) -> pl.DataFrame:  # fmt: skip
-    """:func:`channel_table` of rows already coded as :func:`_channel_codes` codes them (pid,
-    device, start, end, class ``code``, ``ch``: index in ``channels``, −1 unless
-    communication): labels that are not kernel channels (phases) skip the string coding."""
-    narrow = (window or WHOLE_TRACE).select(narrow)
-    keys = gpu_keys(narrow)
+    must carry ``class`` (and ``channel``), or be coded already (:func:`coded_kernels`). Python
+    loops run per GPU and channel only."""
+    coded = kernels if isinstance(kernels, CodedKernels) else coded_kernels(kernels)
+    window = window or WHOLE_TRACE
+    channels = coded.channels
     rows = []
-    for (pid, device), k in by_gpu(narrow, keys).items():
-        comm = k["code"] == COMM_CODE
-        counts = np.bincount(k["ch"][comm], minlength=len(channels))
+    for (pid, device), k in coded.parts.items():
+        s, e, code, ch = _in_window(k, window)
+        comm = code == COMM_CODE
+        counts = np.bincount(ch[comm], minlength=len(channels))
         if not comm.any():
             continue
-        sums = _sweep_arrays(k["start"], k["end"], k["code"], k["ch"], len(channels))
+        sums = _sweep_arrays(s, e, code, ch, len(channels))
         for i in np.flatnonzero(counts).tolist():
             rows.append({"pid": pid, "device": device, "channel": channels[i],
                          "count": int(counts[i]),
@@ -215,22 +239,43 @@ def coded_channel_table(narrow: pl.DataFrame, channels: list[str],
                    CHANNEL_SCHEMA)  # fmt: skip
 
 
+def coded_channel_table(narrow: pl.DataFrame, channels: list[str],
+                        window: Window | None = None) -> pl.DataFrame:  # fmt: skip
+    """:func:`channel_table` of rows already coded as :func:`_channel_codes` codes them (pid,
+    device, start, end, class ``code``, ``ch``: index in ``channels``, −1 unless
+    communication): labels that are not kernel channels (phases) skip the string coding."""
+    return channel_table(_coded(narrow, channels), window)
+
+
+def _in_window(k: Arrays, window: Window) -> tuple[np.ndarray, ...]:
+    """One GPU's start, end, code and ch over ``window``: the rows
+    :meth:`~nsysmoe.model.Window.select` keeps, clipped to it."""
+    s, e, code, ch = k["start"], k["end"], k["code"], k["ch"]
+    if not window.bounded:
+        return s, e, code, ch
+    lo, hi = window.bounds()
+    keep = np.flatnonzero(((e > lo) | (s >= lo)) & (s < hi))
+    return (np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi), code[keep], ch[keep])
+
+
 #: :func:`process_channel_iterations`: per (pid, step, channel), the process's GPUs summed
 PROCESS_STEP_CHANNEL_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64, "step": pl.Int64, "channel": pl.String, **{c: pl.Int64 for c in SUMS},
 }  # fmt: skip
 
 
-def process_channel_iterations(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+def process_channel_iterations(kernels: pl.DataFrame | CodedKernels,
+                               windows: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
     """Per (pid, step, channel) with a kernel, the sums (:data:`SUMS`) over the process's GPUs;
     ``windows`` are each process's iteration windows (pid, step, start_ns, end_ns), as the
     iteration table measures them (:func:`nsysmoe.measure.steps.process_windows`). A kernel
     crossing a window boundary counts in both windows, each with its part. A process's rows
-    are what it alone gives: an A/B's per-rank values read them."""
-    narrow, channels = _channel_codes(kernels)
+    are what it alone gives: an A/B's per-rank values read them. ``kernels``: as
+    :func:`channel_table` takes them."""
+    coded = kernels if isinstance(kernels, CodedKernels) else coded_kernels(kernels)
+    channels, parts = coded.channels, coded.parts
     n_ch = len(channels)
-    keys = gpu_keys(narrow)
-    parts = by_gpu(narrow, keys)
+    keys = list(parts)
     frames = []
     for (pid,), w in windows.partition_by("pid", as_dict=True, maintain_order=True).items():
         w = w.sort("start_ns")

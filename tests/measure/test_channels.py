@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nsysmoe.measure.channels import (
@@ -14,6 +14,7 @@ from nsysmoe.measure.channels import (
     channel_iterations,
     channel_table,
     channel_totals,
+    coded_kernels,
 )
 from nsysmoe.measure.overlap import per_gpu
 from nsysmoe.model import MEMOP_SCHEMA, Window
@@ -85,6 +86,22 @@ def test_channel_table_equals_brute_force(rows) -> None:
         mine = got.filter(pl.col("device") == g["device"])
         assert int(mine["exposed_only_ns"].sum()) <= g["exposed_ns"]
         assert int(mine["comm_ns"].sum()) >= g["comm_ns"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(row, max_size=30), st.integers(-5, 70), st.integers(0, 40))
+@example(rows=[(0, 10, 10, "comm", "mine")], lo=10, width=5)  # zero-length, at the start
+def test_channel_table_over_a_window_equals_brute_force(rows, lo, width) -> None:
+    """Each GPU's coded rows clipped to the window in numpy (the kernels coded once, as the
+    pipeline shares them) give the nanosecond painting of the window."""
+    hi = lo + width
+    got = channel_table(coded_kernels(frame(rows)), Window(lo, hi))
+    want = brute(rows, lo, hi)
+    assert {(r["device"], r["channel"]) for r in got.iter_rows(named=True)} == set(want)
+    for r in got.iter_rows(named=True):
+        assert {k: r[k] for k in want[(r["device"], r["channel"])]} == want[(r["device"],
+                                                                              r["channel"])]
+    assert got.equals(channel_table(frame(rows), Window(lo, hi)))
 
 
 @settings(max_examples=100, deadline=None)
