@@ -304,22 +304,21 @@ def classify(
     if runtime is not None and nvtx is not None:
         _apply_nvtx_rules(df, unique, ids, rules, index, runtime, nvtx)
     last = len(rules.rules)  # index -1 (no rule): the unclassified entry after the rules
-    at = pl.Series(np.where(index < 0, last, index), dtype=pl.UInt32)
-    klass = pl.Series([r.klass for r in rules.rules] + [UNCLASSIFIED[0]], dtype=pl.String)
-    subclass = pl.Series([r.subclass for r in rules.rules] + [UNCLASSIFIED[1]], dtype=pl.String)
-    channel = pl.Series([(r.channel or OTHER_CHANNEL) if r.klass == "comm" else None
-                         for r in rules.rules] + [None], dtype=pl.String)  # fmt: skip
-    out = df.with_columns(klass.gather(at).alias("class"), subclass.gather(at).alias("subclass"),
-                          channel.gather(at).alias("channel"))  # fmt: skip
-    if "graph" not in df.columns:
-        return out
-    # no rule, or only the catch-all ("other"/"unclassified"), says what a whole graph held
-    unknown = (pl.col("class") == UNCLASSIFIED[0]) & (pl.col("subclass") == UNCLASSIFIED[1])
-    unnamed_graph = (pl.col("graph") == "whole").fill_null(False) & unknown
-    return out.with_columns(
-        pl.when(unnamed_graph).then(pl.lit(value)).otherwise(pl.col(col)).alias(col)
-        for col, value in (("class", GRAPH), ("subclass", GRAPH_SUBCLASS))
-    )
+    entries = [(r.klass, r.subclass, (r.channel or OTHER_CHANNEL) if r.klass == "comm" else None)
+               for r in rules.rules] + [(*UNCLASSIFIED, None)]  # fmt: skip
+    at = np.where(index < 0, last, index)
+    if "graph" in df.columns:
+        # no rule, or only the catch-all ("other"/"unclassified"), says what a whole graph
+        # held: its own entry after the rules (chosen per row in numpy: a string when/then
+        # over a million rows builds a new string column each time)
+        unknown = np.array([e[:2] == UNCLASSIFIED for e in entries])
+        whole = df.select((pl.col("graph") == "whole").fill_null(False)).to_series().to_numpy()
+        at = np.where(whole & unknown[at], len(entries), at)
+        entries.append((GRAPH, GRAPH_SUBCLASS, None))
+    rows = pl.Series(at, dtype=pl.UInt32)
+    columns = zip(("class", "subclass", "channel"), zip(*entries, strict=True), strict=True)
+    return df.with_columns(pl.Series(c, values, dtype=pl.String).gather(rows)
+                           for c, values in columns)  # fmt: skip
 
 
 def _name_ids(names: pl.Series) -> tuple[pl.Series, np.ndarray]:
