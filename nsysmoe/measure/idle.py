@@ -151,13 +151,15 @@ def gaps(ops: pl.DataFrame, by: Sequence[str] = GPU, *, launch: bool = False) ->
     launched = pl.col("api_start").is_not_null()  # else nothing launched it: ``other``
     kind = (
         pl.when(~launched)
-        .then(pl.lit(OTHER))
+        .then(KINDS.index(OTHER))
         .when(pl.col("api_start") >= pl.col("start_ns"))
-        .then(pl.lit(HOST))
-        .otherwise(pl.lit(DEPENDENCY))
+        .then(KINDS.index(HOST))
+        .otherwise(KINDS.index(DEPENDENCY))
     )
+    # the kind's name by index (a string when/then builds a new string per row)
+    kind = pl.Series("kind", KINDS).gather(out.select(kind.cast(pl.UInt32)).to_series())
     out = out.with_columns(
-        kind.alias("kind"),
+        kind,
         gap_ns=pl.col("end_ns") - pl.col("start_ns"),
         api_tid=pl.when(launched).then("api_tid"),  # an ``other`` gap has no thread
     )
