@@ -168,11 +168,14 @@ def _channel_codes(kernels: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     list of every channel present; −1 unless communication), in table order."""
     channel = pl.col("channel") if "channel" in kernels.columns else pl.lit(None, pl.String)
     narrow = kernels.select("pid", "device", "start", "end", class_code(),
-                            channel.fill_null("other").alias("channel"))  # fmt: skip
+                            channel.alias("channel"))  # fmt: skip
     comm = pl.col("code") == COMM_CODE
-    channels = sorted(narrow.filter(comm)["channel"].unique().to_list())
-    ch = pl.when(comm).then(pl.col("channel").cast(pl.Enum(channels), strict=False)
-                            .to_physical().cast(pl.Int64)).otherwise(-1)  # fmt: skip
+    named = pl.col("channel").fill_null("other")  # a channel no rule named: "other"
+    channels = sorted(narrow.filter(comm).select(named.unique()).to_series().to_list())
+    other = channels.index("other") if "other" in channels else -1
+    # codes, not strings, over every row: the null channel becomes "other" by its index
+    index = pl.col("channel").cast(pl.Enum(channels), strict=False).to_physical()
+    ch = pl.when(comm).then(index.cast(pl.Int64).fill_null(other)).otherwise(-1)
     return narrow.with_columns(ch.alias("ch")).drop("channel"), channels
 
 

@@ -154,3 +154,15 @@ def test_no_communication_gives_empty_tables() -> None:
     assert channel_totals(channel_table(frame(rows))).is_empty()
     windows = pl.DataFrame({"pid": [1], "step": [0], "start_ns": [0], "end_ns": [10]})
     assert channel_iterations(frame(rows), windows).is_empty()
+
+
+def test_communication_without_a_channel_is_other() -> None:
+    """A communication kernel no rule gave a channel counts as ``other``, beside a kernel a
+    rule named ``other`` and one of a named channel."""
+    k = pl.DataFrame({"pid": [1, 1, 1, 1], "device": [0, 0, 0, 0], "start": [0, 20, 40, 60],
+                      "end": [10, 25, 50, 61], "class": ["comm", "comm", "comm", "gemm"],
+                      "channel": [None, "other", "ep.combine", None]})  # fmt: skip
+    got = channel_table(k).select("channel", "count", "comm_ns").rows()
+    assert got == [("ep.combine", 1, 10), ("other", 2, 15)]
+    alone = channel_table(k.head(1)).select("channel", "count", "comm_ns").rows()
+    assert alone == [("other", 1, 10)]
