@@ -199,8 +199,6 @@ def coded_kernels(kernels: pl.DataFrame) -> CodedKernels:
 def _coded(narrow: pl.DataFrame, channels: list[str]) -> CodedKernels:
     """:class:`CodedKernels` of rows coded as :func:`_channel_codes` codes them."""
     parts = by_gpu(narrow.select("pid", "device", "start", "end", "code", "ch"), gpu_keys(narrow))
-    for k in parts.values():  # the key columns are the key: not kept per row
-        del k["pid"], k["device"]
     return CodedKernels(parts, channels)
 
 

@@ -90,16 +90,19 @@ def class_code() -> pl.Expr:
 
 
 def by_gpu(df: pl.DataFrame, keys: list[tuple[int, int]]) -> dict[tuple[int, int], Arrays]:
-    """Each GPU's columns of ``df`` as numpy arrays, rows in table order (a mask per GPU for the
-    usual few GPUs: cheaper than partitioning a million-row table)."""
+    """Each GPU's columns of ``df`` but pid and device (its key) as numpy arrays, rows in table
+    order (a mask per GPU for the usual few GPUs: cheaper than partitioning a million-row
+    table)."""
     if len(keys) > _FEW_GPUS:
-        parts = df.partition_by("pid", "device", as_dict=True, maintain_order=True)
+        parts = df.partition_by("pid", "device", as_dict=True, maintain_order=True,
+                                include_key=False)  # fmt: skip
         return {key: {c: p[c].to_numpy() for c in p.columns}
                 for key, p in parts.items()}  # fmt: skip
-    cols = {c: df[c].to_numpy() for c in df.columns}
+    pid, device = df["pid"].to_numpy(), df["device"].to_numpy()
+    cols = {c: df[c].to_numpy() for c in df.columns if c not in ("pid", "device")}
     out = {}
     for key in keys:
-        at = np.flatnonzero((cols["pid"] == key[0]) & (cols["device"] == key[1]))
+        at = np.flatnonzero((pid == key[0]) & (device == key[1]))
         out[key] = {c: a[at] for c, a in cols.items()}
     return out
 

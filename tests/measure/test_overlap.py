@@ -321,3 +321,24 @@ def test_busy_is_compute_under_comm_per_nanosecond(lo: int | None, hi: int | Non
         got = [t for r in mine.iter_rows(named=True) for t in range(r["start"], r["end"])]
         assert len(got) == len(set(got)) and set(got) == want, (pid, device)
         assert (mine["start"][1:] > mine["end"][:-1]).all()  # sorted, disjoint, not touching
+
+
+def test_by_gpu_mask_and_partition_paths_agree(monkeypatch) -> None:
+    """Past the few-GPU limit the rows are split by a partition instead of a mask per GPU: the
+    same arrays per GPU (its key columns left out), rows in table order."""
+    import numpy as np
+
+    from nsysmoe.measure import overlap
+
+    df = pl.DataFrame({"pid": [2, 1, 2, 1, 2], "device": [0, 1, 0, 1, 1],
+                       "start": [5, 4, 3, 2, 1], "code": [1, 2, 3, 4, 5]})  # fmt: skip
+    keys = overlap.gpu_keys(df)
+    masked = overlap.by_gpu(df, keys)
+    monkeypatch.setattr(overlap, "_FEW_GPUS", 0)
+    parted = overlap.by_gpu(df, keys)
+    assert list(masked) == keys and sorted(parted) == keys
+    for key in keys:
+        assert set(masked[key]) == set(parted[key]) == {"start", "code"}
+        for c in ("start", "code"):
+            assert np.array_equal(masked[key][c], parted[key][c])
+    assert masked[(2, 0)]["start"].tolist() == [5, 3]
