@@ -241,8 +241,9 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
     windows = process_windows(steps, kept)  # each process's own iteration windows
     if whole is None:  # the kernels as both channel sweeps read them, coded once, when due
         coded_job = nvtx_side.submit(coded_kernels, kernels)
-        pci_job = nvtx_side.submit(lambda: process_channel_iterations(coded_job.result(),
-                                                                      windows))  # fmt: skip
+        # the future is bound now: this thread lets go of its name once its own sweep is done
+        pci_job = nvtx_side.submit(lambda job: process_channel_iterations(job.result(), windows),
+                                   coded_job)  # fmt: skip
         gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     else:
         mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())

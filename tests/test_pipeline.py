@@ -173,3 +173,26 @@ def test_example_pair_json_has_every_row() -> None:
             "nvtx:dispatch_core in hybrid-ep",
             "nvtx:metadata_preprocess_core in hybrid-ep"} <= keys  # fmt: skip
     assert pl.DataFrame(doc["per_gpu"]).height == 1
+
+
+def test_side_jobs_started_late_still_see_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The side thread may start a job long after it was submitted (a loaded host): a job
+    that reads another job's result must hold it from submission, not look it up when it
+    runs (the main thread lets go of its own names as soon as it is done with them)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nsysmoe import pipeline
+
+    class Late(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+            def late(*a: Any, **k: Any) -> Any:
+                time.sleep(0.05)
+                return fn(*a, **k)
+
+            return super().submit(late, *args, **kwargs)
+
+    off = example_paths()[0]
+    want = analyze(off).channels
+    monkeypatch.setattr(pipeline, "ThreadPoolExecutor", Late)
+    assert analyze(off).channels.equals(want)

@@ -181,7 +181,7 @@ def _channel_codes(kernels: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
 
 @dataclass(frozen=True)
 class CodedKernels:
-    """Kernels as the channel sweeps read them: per GPU (sorted keys), numpy arrays start, end,
+    """Kernels as the channel sweeps read them: per GPU (pid, device), numpy arrays start, end,
     class ``code`` and channel index ``ch`` (−1 unless communication) in table order, and the
     channels' names. Made once (:func:`coded_kernels`), it serves the per-GPU channel table and
     the per-iteration one (read only: two threads may share it)."""
