@@ -196,6 +196,10 @@ def coded_kernels(kernels: pl.DataFrame) -> CodedKernels:
     return _coded(narrow, channels)
 
 
+def _as_coded(kernels: pl.DataFrame | CodedKernels) -> CodedKernels:
+    return kernels if isinstance(kernels, CodedKernels) else coded_kernels(kernels)
+
+
 def _coded(narrow: pl.DataFrame, channels: list[str]) -> CodedKernels:
     """:class:`CodedKernels` of rows coded as :func:`_channel_codes` codes them."""
     parts = by_gpu(narrow.select("pid", "device", "start", "end", "code", "ch"), gpu_keys(narrow))
@@ -220,7 +224,7 @@ def channel_table(kernels: pl.DataFrame | CodedKernels,
     """Per (pid, device, channel) of every channel present (:data:`CHANNEL_SCHEMA`); kernels
     must carry ``class`` (and ``channel``), or be coded already (:func:`coded_kernels`). Python
     loops run per GPU and channel only."""
-    coded = kernels if isinstance(kernels, CodedKernels) else coded_kernels(kernels)
+    coded = _as_coded(kernels)
     window = window or WHOLE_TRACE
     channels = coded.channels
     rows = []
@@ -240,12 +244,12 @@ def channel_table(kernels: pl.DataFrame | CodedKernels,
                    CHANNEL_SCHEMA)  # fmt: skip
 
 
-def coded_channel_table(narrow: pl.DataFrame, channels: list[str],
-                        window: Window | None = None) -> pl.DataFrame:  # fmt: skip
-    """:func:`channel_table` of rows already coded as :func:`_channel_codes` codes them (pid,
-    device, start, end, class ``code``, ``ch``: index in ``channels``, −1 unless
-    communication): labels that are not kernel channels (phases) skip the string coding."""
-    return channel_table(_coded(narrow, channels), window)
+def coded_channel_table(narrow: pl.DataFrame, channels: list[str]) -> pl.DataFrame:
+    """:func:`channel_table` of rows already coded (and windowed) as :func:`_channel_codes`
+    codes them (pid, device, start, end, class ``code``, ``ch``: index in ``channels``, −1
+    unless communication): labels that are not kernel channels (phases) skip the string
+    coding."""
+    return channel_table(_coded(narrow, channels))
 
 
 def _in_window(k: Arrays, window: Window) -> tuple[np.ndarray, ...]:
@@ -273,7 +277,7 @@ def process_channel_iterations(kernels: pl.DataFrame | CodedKernels,
     crossing a window boundary counts in both windows, each with its part. A process's rows
     are what it alone gives: an A/B's per-rank values read them. ``kernels``: as
     :func:`channel_table` takes them."""
-    coded = kernels if isinstance(kernels, CodedKernels) else coded_kernels(kernels)
+    coded = _as_coded(kernels)
     channels, parts = coded.channels, coded.parts
     n_ch = len(channels)
     keys = list(parts)
