@@ -349,21 +349,31 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         f"eventType IN {types}",
     )
     strings = db.strings(df["text_id"])
-    text = pl.when(pl.col("text") != "").then(pl.col("text"))  # '' stood in for NULL
-    df = df.with_columns(_names(pl.col("text_id"), strings).alias("sid")).with_columns(
-        pl.coalesce("sid", text).alias("name"), pid_of("tid").alias("pid")
+    # a registered string where the id has one, else the inline text ('' stood in for NULL)
+    df = df.with_columns(
+        pl.coalesce(_names(pl.col("text_id"), strings), "text").alias("name"),
+        pid_of("tid").alias("pid"),
     )
-    domains = (
+    text = pl.when(pl.col("text") != "").then("text")
+    domains = (  # a null key matches no range, as in a join
         df.filter(pl.col("etype") == NVTX_DOMAIN_CREATE)
-        .select("pid", "domain_id", pl.col("name").alias("domain"))
-        .unique(["pid", "domain_id"], keep="last")
+        .drop_nulls(["pid", "domain_id"])
+        .select(
+            pl.struct("pid", "domain_id").alias("key"),
+            pl.coalesce(_names(pl.col("text_id"), strings), text).alias("domain"),
+        )
+        .unique("key", keep="last")
     )
-    # a join on the two key columns only, not a copy of every column: domains are few
-    domain = df.select("pid", "domain_id").join(
-        domains, on=["pid", "domain_id"], how="left", maintain_order="left"
-    )["domain"]
+    # a lookup of the two key columns, not a join (which holds every row's match): domains are few
+    domain = df.select(
+        pl.struct("pid", "domain_id").replace_strict(
+            domains["key"], domains["domain"], default=None, return_dtype=pl.String
+        )
+    ).to_series()
     is_range = pl.col("etype") != NVTX_DOMAIN_CREATE
-    lost = pl.col("text_id").is_not_null() & pl.col("sid").is_null() & (pl.col("text") == "")
+    lost = pl.col("text_id").is_not_null() & ~pl.col("text_id").is_in(strings["id"].implode()) & (
+        pl.col("text") == ""
+    )
     unended = pl.col("end").is_null() & is_range
     unnamed, unended = df.select((lost & is_range).sum(), unended.sum()).row(0)
     if unnamed:
@@ -375,7 +385,7 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         "tid",
         "start",
         pl.col("end").fill_null(last if last is not None else 0),
-        pl.col("name").fill_null(""),
+        "name",
         domain.alias("domain"),
         pl.col("etype")
         .replace_strict(NVTX_RANGE_TYPES, default=None, return_dtype=pl.String)
