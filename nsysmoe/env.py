@@ -8,6 +8,12 @@ from pathlib import Path
 from nsysmoe.errors import NsysmoeError
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS tells it, Linux; else
+    the machine's): how many threads of work pay, not how many the machine has."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def seconds(name: str, default: float, *, upper: float, example: str) -> float:
     """``$name`` as a positive number of seconds below ``upper``, else ``default`` if unset."""
     text = os.environ.get(name)

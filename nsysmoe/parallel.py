@@ -163,7 +163,7 @@ class Executor:
 
 
 def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return env.cores()
 
 
 #: ``NSYSMOE_DASK_TIMEOUT``: seconds to reach a Dask scheduler and find a worker there

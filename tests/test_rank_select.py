@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nsysmoe import env
+from nsysmoe.ab import per_rank
 from nsysmoe.api import analyze, compare, example_paths
 from nsysmoe.cli import main
 from nsysmoe.model import Scope
@@ -106,6 +109,31 @@ def test_per_rank_values_add_up_to_the_all_gpu_rows(two_ranks) -> None:
         for col in ("exposed_ns", "active_ns", "comm_gemm_attn_ns"):
             assert c.row(col).per_rank[i].off == g[f"{col}_off"]
             assert c.row(col).per_rank[i].on == g[f"{col}_on"]
+
+
+@pytest.mark.parametrize("cores", [1, 3])
+def test_per_rank_values_do_not_depend_on_the_cores(two_ranks, monkeypatch, cores: int) -> None:
+    """The ranks are measured in a pool of one thread per core (at most 4): its size changes
+    when they run, not what they give (each rank reads only its side, never another rank)."""
+    (off_path, on_path), _ = two_ranks
+    scope = Scope(steady=True, skip=1)
+    seen: list[int] = []
+    pool = per_rank.ThreadPoolExecutor
+
+    def counted(max_workers: int) -> ThreadPoolExecutor:
+        seen.append(max_workers)
+        return pool(max_workers)
+
+    monkeypatch.setattr(per_rank, "ThreadPoolExecutor", counted)
+    monkeypatch.setattr(env, "cores", lambda: cores)
+
+    def ranks_of(c) -> dict[str, list[tuple[Any, ...]]]:
+        return {r.key: [(v.rank, v.pid_off, v.off, v.on) for v in r.per_rank] for r in c.rows}
+
+    few = ranks_of(compare(off_path, on_path, scope=scope))
+    assert seen == [cores] and all(len(v) == 2 for v in few.values())
+    monkeypatch.setattr(env, "cores", lambda: 64)
+    assert ranks_of(compare(off_path, on_path, scope=scope)) == few and seen == [cores, 4]
 
 
 def test_per_rank_of_a_rank_selected_pair_is_that_rank(two_ranks) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import polars as pl
 
+from nsysmoe import env
 from nsysmoe.ab.metrics import summary_rows
 from nsysmoe.ab.side import rank_side
 from nsysmoe.errors import NsysmoeError
@@ -58,7 +59,9 @@ def with_per_rank(
     side; a side with one process is its own rows' values (nothing measured again)."""
     pids = pids_of(off), pids_of(on)
     values: dict[tuple[str, int], Values] = {}
-    with ThreadPoolExecutor(max_workers=4) as pool:  # polars releases the GIL
+    # polars releases the GIL, but more threads than cores only spin: on 2 cores, 4 threads
+    # took 2.3x the time and 2.6x the CPU of 2 (OFF/ON of bench/run.py)
+    with ThreadPoolExecutor(max_workers=min(4, env.cores())) as pool:
         futures = {}
         for k, side in enumerate((off, on)):
             if len(pids[k]) == 1:

@@ -13,14 +13,13 @@ in :mod:`nsysmoe.io.nsys_db`. Split it by table when a table's reader grows past
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 
-from nsysmoe import model
+from nsysmoe import env, model
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
@@ -44,9 +43,8 @@ GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
 GENERATED_BY = "NSYSMOE_GENERATED_BY"
 
 #: threads decoding parts of the big tables (SQLite and the Arrow driver release the GIL): one
-#: per core this process may use (sched_getaffinity is Linux-only), at most 4
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-READERS = max(1, min(4, _CORES or 1))
+#: per core this process may use, at most 4
+READERS = min(4, env.cores())
 #: NVTX eventType codes (ENUM_NSYS_EVENT_TYPE): push/pop, start/end and their NVTXT variants
 NVTX_RANGE_TYPES = {59: "pushpop", 60: "startend", 70: "pushpop", 71: "startend"}
 NVTX_DOMAIN_CREATE = 75
