@@ -193,15 +193,17 @@ class CodedKernels:
 def coded_kernels(kernels: pl.DataFrame) -> CodedKernels:
     """The classified ``kernels`` (``class``, ``channel``) as :class:`CodedKernels`."""
     narrow, channels = _channel_codes(kernels)
-    return _coded(narrow, channels)
+    return coded_rows(narrow, channels)
 
 
 def _as_coded(kernels: pl.DataFrame | CodedKernels) -> CodedKernels:
     return kernels if isinstance(kernels, CodedKernels) else coded_kernels(kernels)
 
 
-def _coded(narrow: pl.DataFrame, channels: list[str]) -> CodedKernels:
-    """:class:`CodedKernels` of rows coded as :func:`_channel_codes` codes them."""
+def coded_rows(narrow: pl.DataFrame, channels: list[str]) -> CodedKernels:
+    """:class:`CodedKernels` of rows coded (and windowed) as :func:`_channel_codes` codes them
+    (pid, device, start, end, class ``code``, ``ch``: index in ``channels``, −1 unless
+    communication): labels that are not kernel channels (phases) skip the string coding."""
     parts = by_gpu(narrow.select("pid", "device", "start", "end", "code", "ch"), gpu_keys(narrow))
     return CodedKernels(parts, channels)
 
@@ -242,14 +244,6 @@ def channel_table(kernels: pl.DataFrame | CodedKernels,
     schema = {c: CHANNEL_SCHEMA[c] for c in ("pid", "device", "channel", *SUMS)}
     return _finish(pl.DataFrame(rows, schema=schema, orient="row"), ["pid", "device"],
                    CHANNEL_SCHEMA)  # fmt: skip
-
-
-def coded_channel_table(narrow: pl.DataFrame, channels: list[str]) -> pl.DataFrame:
-    """:func:`channel_table` of rows already coded (and windowed) as :func:`_channel_codes`
-    codes them (pid, device, start, end, class ``code``, ``ch``: index in ``channels``, −1
-    unless communication): labels that are not kernel channels (phases) skip the string
-    coding."""
-    return channel_table(_coded(narrow, channels))
 
 
 def _in_window(k: Arrays, window: Window) -> tuple[np.ndarray, ...]:

@@ -24,7 +24,7 @@ import polars as pl
 from nsysmoe.classify import regex_error
 from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.measure.channels import METRICS, coded_channel_table
+from nsysmoe.measure.channels import METRICS, channel_table, coded_rows
 from nsysmoe.measure.nvtx import display_name
 from nsysmoe.measure.overlap import COMM, class_code, hidden_pct_expr
 from nsysmoe.model import WHOLE_TRACE, Window
@@ -132,8 +132,8 @@ def memberships(
 
 
 def _labelled(comm: pl.DataFrame, compute: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
-    """The rows :func:`~nsysmoe.measure.channels.coded_channel_table` measures: the ``compute``
-    kernels (pid, device, start, end, class ``code``) as they are (``ch`` −1), and each
+    """The rows the channel sweep measures (:func:`~nsysmoe.measure.channels.coded_rows`): the
+    ``compute`` kernels (pid, device, start, end, class ``code``) as they are (``ch`` −1), and each
     (communication kernel ``row`` of ``comm``, label ``ch``) of ``labels`` once as a
     communication row of channel ``ch``: the channel sweep then measures per label."""
     coded = comm.select("pid", "device", "start", "end", class_code()).with_row_index("row")
@@ -192,7 +192,12 @@ def phase_tables(
             layer_numbers, range(len(phase_names), len(names)), return_dtype=pl.Int64)
             .alias("ch")),
     ])  # fmt: skip
-    both = coded_channel_table(_labelled(comm, compute, labels), names)
+    coded = coded_rows(_labelled(comm, compute, labels), names)
+    # the sweep reads only its coded arrays: the frames they came from go first (tens of MB
+    # on a million kernels, alive through the sweep otherwise)
+    del comm, compute, members, layered, labels
+    both = channel_table(coded)
+    del coded
     kind, label = pl.col("channel").str.head(1), pl.col("channel").str.slice(1)
     phases = both.filter(kind == "P").with_columns(label.alias("phase")).drop("channel")
     phases = phases.join(instances, on=["pid", "device", "phase"], how="left",
