@@ -64,6 +64,9 @@ class Ratio:
     target: str = ""  # as printed ("≤ 2.5"); empty: information only
     limit: float | None = None
     at_least: bool = False
+    #: the numerator as its CPU seconds over this many cores: the least wall time it could take
+    #: with every core busy every instant (a bound, not a measure of its own)
+    cpu_over_cores: int | None = None
     values: list[float] = field(default_factory=list)  # one per round with both sides
 
     def verdict(self) -> str:
@@ -114,7 +117,9 @@ def run_round(measures: dict[str, Measure], steps: list[tuple[str, Step]], r: in
 def fill_ratio(ratio: Ratio, measures: dict[str, Measure]) -> Ratio:
     """The per-round ratios of ``ratio`` from the rounds where both sides have a sample."""
     num, den = measures[ratio.num].samples, measures[ratio.den].samples
-    ratio.values = [num[r].seconds / den[r].seconds for r in sorted(num) if r in den]
+    cores = ratio.cpu_over_cores
+    top = {r: s.cpu_seconds / cores if cores else s.seconds for r, s in num.items()}
+    ratio.values = [top[r] / den[r].seconds for r in sorted(num) if r in den]
     return ratio
 
 

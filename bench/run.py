@@ -37,6 +37,8 @@ from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_expon
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PY = sys.executable
+#: the cores this process may run on (what the measured commands share)
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 GB = 1e9  # targets in decimal GB (the stricter reading)
 RSS_PER_M_LIMIT = 1.0 * GB
 REPEAT_LIMIT_S = 0.5
@@ -115,6 +117,9 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str) -> None:
     plan.steps.append(("load", cmd_step("load", [PY, "-c", LOAD, str(ex.off)])))
     plan.ratios += [
         Ratio("analyze / decode floor", "analyze", "floor", "≤ 2.5", 2.5),
+        # the bound of the row above: analyze's CPU time spread over every core, none idle
+        Ratio(f"  analyze CPU / {CORES} cores / floor (bound)", "analyze", "floor",
+              cpu_over_cores=CORES),
         Ratio("analyze / 2-process floor", "analyze", "floor2"),
         Ratio("reader alone / decode floor", "load", "floor"),
     ]
@@ -167,6 +172,8 @@ def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None) -
         plan.steps.append(("LIGHT nsys-ai", nsysai_step(nsysai, "nsysai.light", ex.light)))
     plan.ratios += [
         Ratio("LIGHT: analyze / decode floor", "analyze.light", "floor.light", "≤ 2.5", 2.5),
+        Ratio(f"  LIGHT: analyze CPU / {CORES} cores / floor (bound)", "analyze.light",
+              "floor.light", cpu_over_cores=CORES),
         Ratio("LIGHT: nsys-ai / analyze", "nsysai.light", "analyze.light", "≥ 3", 3, True),
         Ratio("  LIGHT: nsys-ai / reader alone (ceiling)", "nsysai.light", "load.light"),
     ]
@@ -176,6 +183,9 @@ def ab_steps(plan: Plan, ex: Exports) -> None:
     plan.add("ab", "nsysmoe analyze OFF ON (A/B)", "--format json -o /dev/null")
     plan.steps.append(("A/B", cmd_step("ab", nsysmoe_cmd(str(ex.off), str(ex.on)))))
     plan.ratios.append(Ratio("A/B / analyze", "ab", "analyze", "≤ 2.0", 2.0))
+    # the bound of the row above: the A/B's CPU time spread over every core with none idle
+    plan.ratios.append(Ratio(f"  A/B CPU / {CORES} cores / analyze (bound)", "ab", "analyze",
+                             cpu_over_cores=CORES))  # fmt: skip
 
 
 def cache_steps(plan: Plan, ex: Exports, scratch: Path, help_text: str) -> None:
