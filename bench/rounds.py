@@ -64,9 +64,11 @@ class Ratio:
     target: str = ""  # as printed ("≤ 2.5"); empty: information only
     limit: float | None = None
     at_least: bool = False
-    #: the numerator as its CPU seconds over this many cores: the least wall time it could take
-    #: with every core busy every instant (a bound, not a measure of its own)
+    #: nsysmoe's side of the ratio (``cpu_side``: "num" or "den") as its CPU seconds over this
+    #: many cores: the least wall time it could take with every core busy every instant (a
+    #: bound, not a measure of its own)
     cpu_over_cores: int | None = None
+    cpu_side: str = "num"
     values: list[float] = field(default_factory=list)  # one per round with both sides
 
     def verdict(self) -> str:
@@ -118,8 +120,12 @@ def fill_ratio(ratio: Ratio, measures: dict[str, Measure]) -> Ratio:
     """The per-round ratios of ``ratio`` from the rounds where both sides have a sample."""
     num, den = measures[ratio.num].samples, measures[ratio.den].samples
     cores = ratio.cpu_over_cores
-    top = {r: s.cpu_seconds / cores if cores else s.seconds for r, s in num.items()}
-    ratio.values = [top[r] / den[r].seconds for r in sorted(num) if r in den]
+
+    def seconds(side: str, sample: Sample) -> float:
+        return sample.cpu_seconds / cores if cores and ratio.cpu_side == side else sample.seconds
+
+    rounds = [r for r in sorted(num) if r in den]
+    ratio.values = [seconds("num", num[r]) / seconds("den", den[r]) for r in rounds]
     return ratio
 
 

@@ -149,6 +149,9 @@ def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> Path | None:
     plan.add("nsysai", f"nsys-ai {version} overlap, SQLite path", "bench/nsysai_sqlite_path.py OFF")
     plan.steps.append(("nsys-ai", nsysai_step(py, "nsysai", ex.off)))
     plan.ratios.append(Ratio("nsys-ai SQLite path / analyze", "nsysai", "analyze", "≥ 3", 3, True))
+    # the bound of the row above: analyze's CPU time spread over every core, none idle
+    plan.ratios.append(Ratio(f"  nsys-ai / (analyze CPU / {CORES} cores) (bound)", "nsysai",
+                             "analyze", cpu_over_cores=CORES, cpu_side="den"))  # fmt: skip
     # the ceiling of the row above: the ratio if the analysis after the read cost nothing
     plan.ratios.append(Ratio("  nsys-ai / reader alone (ceiling)", "nsysai", "load"))
     return py
@@ -175,6 +178,8 @@ def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None) -
         Ratio(f"  LIGHT: analyze CPU / {CORES} cores / floor (bound)", "analyze.light",
               "floor.light", cpu_over_cores=CORES),
         Ratio("LIGHT: nsys-ai / analyze", "nsysai.light", "analyze.light", "≥ 3", 3, True),
+        Ratio(f"  LIGHT: nsys-ai / (analyze CPU / {CORES} cores) (bound)", "nsysai.light",
+              "analyze.light", cpu_over_cores=CORES, cpu_side="den"),
         Ratio("  LIGHT: nsys-ai / reader alone (ceiling)", "nsysai.light", "load.light"),
     ]
 
