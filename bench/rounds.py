@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from procs import Run
 
@@ -68,7 +69,7 @@ class Ratio:
     #: many cores: the least wall time it could take with every core busy every instant (a
     #: bound, not a measure of its own)
     cpu_over_cores: int | None = None
-    cpu_side: str = "num"
+    cpu_side: Literal["num", "den"] = "num"
     values: list[float] = field(default_factory=list)  # one per round with both sides
 
     def verdict(self) -> str:

@@ -138,7 +138,10 @@ def main() -> None:
     cli_args = argv[split + 1 :]
     instrument()
     if args.alone:
-        CAPTURE.update(named_in(args.alone))
+        try:
+            CAPTURE.update(named_in(args.alone))
+        except ModuleNotFoundError as exc:
+            parser.error(f"--alone: {exc}")
     from nsysmoe import cli
 
     t0 = time.perf_counter()
