@@ -37,7 +37,8 @@ from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_expon
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PY = sys.executable
-#: the cores this process may run on (what the measured commands share)
+#: the cores this process may run on (what the measured commands share); nsysmoe.env.cores()
+#: counts them the same way, but the bench never imports the package it measures
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 GB = 1e9  # targets in decimal GB (the stricter reading)
 RSS_PER_M_LIMIT = 1.0 * GB
