@@ -8,6 +8,10 @@ far cheaper than parsing it), and for a larger file 64 blocks of 64 KiB spread e
 first byte to its last (4 MiB read). So editing, replacing or re-exporting a file changes the key,
 and so does an in-place edit that keeps the size and restores the mtime — except, in a file over
 64 MiB, one that touches only bytes outside the sampled blocks: that edit is not seen.
+
+A file with changes pending beside it (:func:`pending_writes`: an un-checkpointed ``-wal``, a
+live rollback ``-journal``) has no key: its content is not what a reader would see, so no cache
+serves it, and the reader refuses it with the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +30,38 @@ SOURCE_SUFFIXES = (".py", ".toml")
 LIBRARIES = ("polars", "numpy", "rich", "click")
 
 
+#: the first bytes of a live rollback journal (SQLite's file format, "the rollback journal")
+JOURNAL_MAGIC = b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7"
+
+
+class PendingWrites(OSError):
+    """A file whose sidecar holds changes not yet in it: no fingerprint describes what it holds."""
+
+
+def pending_writes(path: Path) -> tuple[Path, str] | None:
+    """The sidecar of ``path`` that holds changes not yet in it, and which kind (``"wal"``, a
+    non-empty write-ahead log; ``"journal"``, a live rollback journal), or None."""
+    wal = path.with_name(path.name + "-wal")
+    if _size(wal):
+        return wal, "wal"
+    journal = path.with_name(path.name + "-journal")
+    if _size(journal):
+        try:
+            with journal.open("rb") as fh:
+                if fh.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC:
+                    return journal, "journal"
+        except OSError:
+            pass
+    return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def digest(*parts: object) -> str:
     """A 32-hex-digit hash of ``parts``' reprs (str, bytes, numbers, tuples of them)."""
     return hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
@@ -33,7 +69,10 @@ def digest(*parts: object) -> str:
 
 def file_key(path: Path, *extra: object) -> str:
     """The fingerprint of ``path`` (see the module docstring), with ``extra`` parts mixed in.
-    Raises OSError when the file cannot be read."""
+    Raises OSError when the file cannot be read, :class:`PendingWrites` when changes are pending
+    beside it."""
+    if (pending := pending_writes(path)) is not None:
+        raise PendingWrites(f"{pending[0]} holds changes not yet in {path}")
     st = path.stat()
     h = hashlib.blake2b(digest_size=16)
     ident = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *extra)

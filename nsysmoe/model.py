@@ -86,8 +86,9 @@ def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class Launch:
-    """How the run was launched, as the export recorded it, secrets already redacted
-    (:mod:`nsysmoe.io.launch`): command and arguments, working directory, environment, host."""
+    """How the run was launched, as the export recorded it (:mod:`nsysmoe.io.launch`), secrets
+    redacted (:mod:`nsysmoe.io.redact`): command and arguments, working directory, environment,
+    host."""
 
     command: tuple[str, ...] = ()
     working_dir: str = ""

@@ -18,6 +18,15 @@ _NOT_A_FILE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a charact
 
 
 def load_trace(path: str | Path) -> Trace:
+    """Read a trace (:func:`_read`), every secret its metadata holds redacted
+    (:func:`nsysmoe.io.redact.redact_trace`): the one gate between a file and everything else —
+    the caches store what passed it, the analyses and every output see nothing else."""
+    from nsysmoe.io.redact import redact_trace
+
+    return redact_trace(_read(Path(path)))
+
+
+def _read(path: Path) -> Trace:
     """Read a trace, detecting its format by content, not suffix: SQLite magic → nsys export; gzip
     magic or JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep``
     go through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
@@ -29,7 +38,6 @@ def load_trace(path: str | Path) -> Trace:
     from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
     from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
 
-    path = Path(path)
     _check_regular(path)
     if path.suffix in REPORT_SUFFIXES and path.is_file():
         with export_report(path) as sqlite_path:

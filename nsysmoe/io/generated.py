@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from nsysmoe.io.launch import redact_text
+from nsysmoe.io.redact import redact_text
 
 
 def generator(value: object, limit: int = 80) -> str | None:
     """The generator's name as reports may show it: one line, at most ``limit`` characters,
-    token-shaped parts redacted; None when absent or no text."""
+    redacted before it is cut (a token cut short no longer has its shape); None when absent
+    or no text."""
     if not isinstance(value, str) or not (text := " ".join(value.split())):
         return None
     text = redact_text(text)

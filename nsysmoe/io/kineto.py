@@ -48,7 +48,6 @@ from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
 from nsysmoe.io.generated import generator
 from nsysmoe.io.kineto_events import HINT, frame, frames, is_kineto, to_ns
-from nsysmoe.io.launch import redact
 from nsysmoe.model import Launch, Trace
 
 __all__ = ["is_kineto", "read_kineto", "to_ns"]
@@ -108,7 +107,7 @@ def read_kineto(path: str | Path) -> Trace:
         nvtx=_select(nvtx, model.NVTX_SCHEMA),
         gpus=_gpus(pid, kernels, memops, meta["props"], not_captured),
         memory_events=_memory(pid, memory, not_captured),
-        launch=Launch(system={k: redact(k, v) for k, v in sorted(meta["system"].items())},
+        launch=Launch(system=dict(sorted(meta["system"].items())),
                       generated_by=generator(meta["generated_by"])),
         not_captured=not_captured,
         warnings=notes.warnings(),

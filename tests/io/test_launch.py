@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nsysmoe.api import analyze, compare, load, render
-from nsysmoe.io.launch import REDACTED, redact, redact_argv, redact_text
+from nsysmoe.io.redact import REDACTED, redact, redact_argv, redact_text
 from tests.conftest import require_shared
 
 FILES = ("nsysai-2gpu-before.sqlite", "nsysai-2gpu-after.sqlite")
@@ -68,7 +68,7 @@ def test_no_secret_in_any_output(traces: Path, secrets, fmt: str, tmp_path: Path
 
 
 def test_secret_names_and_megatron_options() -> None:
-    from nsysmoe.io.launch import secret_name
+    from nsysmoe.io.redact import secret_name
 
     for name in ("HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                  "MODAL_TASK_SECRET", "--hf-token", "db.password", "openaiApiKey", "GITHUB_PAT"):
