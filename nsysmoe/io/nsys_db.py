@@ -12,6 +12,7 @@ was read. Text is selected as bytes and decoded here (invalid UTF-8 becomes U+FF
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -102,7 +103,9 @@ def connect_readonly(path: Path) -> tuple[sqlite3.Connection, str]:
             "`nsys export --type sqlite -o REPORT.sqlite REPORT.nsys-rep` and pass REPORT.sqlite"
         )
     check_not_being_written(path)
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+    # the path's own bytes, percent-encoded: a name that is not UTF-8 (surrogate-escaped in
+    # the str) opens the same file, and the URI itself is ASCII
+    uri = f"file:{quote(os.fsencode(path.resolve()))}?mode=ro&immutable=1"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     return conn, uri
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import sqlite3
@@ -10,9 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from nsysmoe.api import example_paths
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.bulk import BulkReader
+from nsysmoe.io.nsys_db import connect_readonly
 
 DDL = Path(__file__).parents[1] / "fixtures" / "ddl" / "real-nsys-2024.5.1-schema3.13.2.sql"
 
@@ -113,6 +118,33 @@ def test_bad_file_one_line_error_and_unchanged(tmp_path: Path, case: str) -> Non
 def test_missing_path() -> None:
     proc = run_cli("analyze", "/nonexistent/trace.sqlite")
     assert_one_line_error(proc, "no such file")
+
+
+@pytest.mark.parametrize("name", [b"bad\xff\xfe.sqlite", b"q?h#p%25 s.sqlite",
+                                  "ünï ☃.sqlite".encode()], ids=["not-utf8", "uri-chars", "utf8"])
+def test_any_file_name_opens_that_file(name: bytes, tmp_path: Path) -> None:
+    """The URI holds the name's own bytes, percent-encoded (issue 31: a name that is not UTF-8,
+    a surrogate-escaped str, was a UnicodeEncodeError), and both readers open that very file."""
+    path = tmp_path / os.fsdecode(name)
+    shutil.copy(example_paths()[0], path)
+    sql = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    original, _ = connect_readonly(example_paths()[0])
+    want = original.execute(sql).fetchone()[0]
+    original.close()
+    conn, uri = connect_readonly(path)
+    try:
+        assert uri.isascii()
+        bulk = BulkReader(uri, conn)  # ADBC where installed
+        try:
+            got = bulk.frame(sql, {"n": pl.Int64})["n"][0]
+        finally:
+            bulk.close()
+        assert conn.execute(sql).fetchone()[0] == got == want > 0
+    finally:
+        conn.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing written beside
+    with pytest.raises(NsysmoeError, match="no such file; check the path"):
+        connect_readonly(tmp_path / os.fsdecode(b"gone" + name))
 
 
 def test_directory_is_not_a_trace(tmp_path: Path) -> None:
