@@ -181,7 +181,8 @@ def analyze_process(
     if source.trace.kernels.is_empty():
         raise NsysmoeError(f"{analysis.path}: process {pid} ran no CUDA kernels")
     steps = detect_steps(analysis.source.trace, scope.step_pattern) if steps is None else steps
-    mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline)
+    mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline,
+                 steps.warnings)  # fmt: skip
     kept = sorted(analysis.iterations["step"].to_list())
     return _measure(source, scope, mine, analysis.window, analysis.cpu_window,
                     analysis.window_text, kept, detail=detail, whole=analysis)  # fmt: skip
@@ -355,7 +356,7 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         caveats=caveats(config, dispatcher),
         collectives=collectives,
         not_captured=dict(trace.not_captured),
-        warnings=trace.warnings + peer_copy_note(window.select(trace.memops)),
+        warnings=trace.warnings + steps.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,
     )
 

@@ -89,11 +89,13 @@ class Totals:
 @dataclass(frozen=True)
 class Steps:
     """Detected iterations per process (:data:`nsysmoe.measure.steps.STEP_SCHEMA`); ``timeline``
-    says whether they were mapped onto the GPU or, without CUDA API rows, left on the CPU."""
+    says whether they were mapped onto the GPU or, without CUDA API rows, left on the CPU;
+    ``warnings``: ranges the pattern named that are no iteration, and why (for the report)."""
 
     table: pl.DataFrame
     pattern: str
     timeline: StepTimeline
+    warnings: tuple[str, ...] = ()
 
     @property
     def numbers(self) -> list[int]:

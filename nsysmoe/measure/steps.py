@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysmoe.errors import NsysmoeError
+from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.measure.launch_calls import launches_of
 from nsysmoe.model import Trace, Window
 from nsysmoe.results import Steps
@@ -40,10 +40,15 @@ COMPLETE_FRACTION = 0.9
 
 
 def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
-    """Find iteration ranges by name; a capture group in the pattern gives the step number."""
+    """Find iteration ranges by name; capture group 1 of the pattern gives the step number.
+
+    A number is ASCII digits 0-9 within int64; a range whose group 1 holds other digits (``\\d``
+    matches every script's) or a larger number is skipped and counted in ``Steps.warnings``.
+    Group 1 capturing anything but digits (or the pattern having none) is a usage error."""
     pattern = pattern or DEFAULT_STEP_PATTERN
-    try:
-        pl.Series([""]).str.extract(pattern, 1)  # checks the pattern even without NVTX rows
+    try:  # checks the pattern even without NVTX rows
+        if not pl.Series([""]).str.extract_groups(pattern).struct.fields:
+            raise UsageError(f"--step-range {_shown(pattern)} has no capture group; {_GROUP_1}")
         # lazily: only the matching ranges' columns are ever materialised, not a copy of all
         ranges = (
             trace.nvtx.lazy()
@@ -55,10 +60,11 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
     except pl.exceptions.PolarsError as exc:
         reason = " ".join(str(exc).split())
         raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {reason}") from None
+    ranges, warnings = _numbered(ranges, pattern)
     if ranges.is_empty():
-        return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none")
+        return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none", warnings)
     ranges = (
-        ranges.select("pid", pl.col("num").cast(pl.Int64).alias("step"), "start", "end")
+        ranges.select("pid", "step", "start", "end")
         .rename({"start": "cpu_start_ns", "end": "cpu_end_ns"})
         .unique(["pid", "step"], keep="first")
         .sort("pid", "cpu_start_ns")
@@ -68,7 +74,7 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
         table = ranges.with_columns(
             gpu_start_ns=pl.col("cpu_start_ns"), gpu_end_ns=pl.col("cpu_end_ns")
         )
-        return Steps(_with_periods(table), pattern, "cpu")
+        return Steps(_with_periods(table), pattern, "cpu", warnings)
     owned = (
         ops.join_asof(
             ranges, left_on="api_start", right_on="cpu_start_ns", by="pid", check_sortedness=False
@@ -78,7 +84,43 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
         .agg(pl.col("start").min().alias("gpu_start_ns"), pl.col("end").max().alias("gpu_end_ns"))
     )
     table = ranges.join(owned, on=["pid", "step"], how="inner")
-    return Steps(_with_periods(table), pattern, "gpu")
+    return Steps(_with_periods(table), pattern, "gpu", warnings)
+
+
+_GROUP_1 = "group 1 must capture the iteration number, digits 0-9, e.g. 'iteration ([0-9]+)'"
+
+
+def _shown(text: str, most: int = 40) -> str:
+    return repr(text if len(text) <= most else text[: most - 1] + "…")
+
+
+def _numbered(ranges: pl.DataFrame, pattern: str) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """The matched ranges with their number as ``step``, those whose group 1 holds no number
+    left out, and a warning saying how many and why; group 1 capturing more than digits is the
+    pattern's fault, not the trace's: a usage error."""
+    num = pl.col("num")
+    ranges = ranges.with_columns(
+        pl.when(num.str.contains(r"^[0-9]+$")).then(num.cast(pl.Int64, strict=False))
+        .alias("step"),
+        num.str.contains(r"^\d+$").alias("digits"),  # of any script: the trace's doing
+    )  # fmt: skip
+    not_digits = ranges.filter(~pl.col("digits"))["num"]
+    if len(not_digits):
+        more = len(not_digits) - 1
+        also = f", and non-numbers in {more:,} more NVTX range{'s' if more > 1 else ''}"
+        raise UsageError(
+            f"--step-range {_shown(pattern)}: group 1 captured {_shown(not_digits[0])}, which is "
+            f"not a number{also if more else ''}; {_GROUP_1}"
+        )
+    skipped = ranges.filter(pl.col("step").is_null())["num"]
+    if skipped.is_empty():
+        return ranges, ()
+    n = len(skipped)
+    its, they = ("their", "they count") if n > 1 else ("its", "it counts")
+    note = (f"{n:,} NVTX range{'s' if n > 1 else ''} matching the iteration pattern skipped: "
+            f"{its} number is not digits 0-9 within int64 (e.g. {_shown(skipped[0])}); "
+            f"{they} in no iteration")  # fmt: skip
+    return ranges.filter(pl.col("step").is_not_null()), (note,)
 
 
 def _launched_ops(trace: Trace) -> pl.DataFrame:
