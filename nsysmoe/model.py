@@ -172,11 +172,14 @@ class Window:
     relative: bool = False
 
     def anchored(self, origin: int) -> Window:
-        """The absolute window, for a trace whose first GPU activity starts at ``origin``."""
+        """The absolute window, for a trace whose first GPU activity starts at ``origin``; a
+        bound past the int64 timeline is held at its end (2^63-1 ns: no trace time lies beyond
+        it), never a number the timeline cannot hold."""
         if not self.relative:
             return self
         lo, hi = self.start_ns, self.end_ns
-        return Window(None if lo is None else lo + origin, None if hi is None else hi + origin)
+        return Window(None if lo is None else _on_timeline(lo + origin),
+                      None if hi is None else _on_timeline(hi + origin))  # fmt: skip
 
     @property
     def bounded(self) -> bool:
@@ -197,6 +200,11 @@ class Window:
         return df.filter(inside).with_columns(
             pl.col("start").clip(lo, hi), pl.col("end").clip(lo, hi)
         )
+
+
+def _on_timeline(ns: int) -> int:
+    """``ns`` held to the int64 timeline (saturating arithmetic for window bounds)."""
+    return min(max(ns, INT64_MIN), INT64_MAX)
 
 
 WHOLE_TRACE = Window()

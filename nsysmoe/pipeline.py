@@ -66,7 +66,15 @@ from nsysmoe.measure.phases import (
 )
 from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
 from nsysmoe.measure.validity import caveats
-from nsysmoe.model import WHOLE, WHOLE_TRACE, ClassifiedTrace, Scope, Trace, Window
+from nsysmoe.model import (
+    INT64_MAX,
+    WHOLE,
+    WHOLE_TRACE,
+    ClassifiedTrace,
+    Scope,
+    Trace,
+    Window,
+)
 from nsysmoe.results import Collectives, Steps, TraceAnalysis, WallVerdict
 
 
@@ -131,6 +139,12 @@ def resolve_scope(
     the report, and the iterations inside it; ``origin`` anchors a relative time window."""
     if scope.window.bounded:
         w = scope.window.anchored(origin)
+        lo = scope.window.start_ns
+        if scope.window.relative and lo is not None and w.start_ns == INT64_MAX:
+            raise NsysmoeError(
+                f"--window starts {lo:,} ns after the first GPU activity (at {origin:,} ns), "
+                "at or past the end of the trace timeline (2^63-1 ns); use a start within the trace"
+            )
         kept = [s for s, sw in step_windows(steps, steps.numbers) if _inside(sw, w)]
         text = "time window" + (f" from the first GPU activity at {origin:,} ns"
                                  if scope.window.relative else "")  # fmt: skip
