@@ -50,8 +50,8 @@ def pending_writes(path: Path) -> tuple[Path, str] | None:
             with journal.open("rb") as fh:
                 if fh.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC:
                     return journal, "journal"
-        except OSError:
-            pass
+        except OSError:  # a journal that cannot be read may be live: taken as one
+            return journal, "journal"
     return None
 
 

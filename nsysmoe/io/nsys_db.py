@@ -24,11 +24,11 @@ from urllib.parse import quote
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.fingerprint import pending_writes
 from nsysmoe.io.bulk import DB_ERRORS, BulkReader, MixedTypes
 from nsysmoe.io.clean import decode_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-JOURNAL_MAGIC = b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7"  # a live rollback journal's first bytes
 MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
 #: rowids per part of a table read in parallel (see :meth:`Db.parts`); the most parts per table
 PART_ROWS = 250_000
@@ -58,29 +58,24 @@ def read_head(path: Path, n: int) -> bytes:
 
 def check_not_being_written(path: Path) -> None:
     """Refuse a file whose rollback journal or write-ahead log holds changes: ``immutable=1``
-    would read the file without them (an un-checkpointed WAL, a writer's spilled pages)."""
-    wal = path.with_name(path.name + "-wal")
-    if _size(wal):
+    would read the file without them (an un-checkpointed WAL, a writer's spilled pages). The
+    caches check the same (:func:`nsysmoe.fingerprint.pending_writes`: such a file has no key)."""
+    pending = pending_writes(path)
+    if pending is None:
+        return
+    side, kind = pending
+    if kind == "wal":
         raise NsysmoeError(
-            f"{path}: {wal.name} beside it may hold changes not yet in the file (a writer still "
+            f"{path}: {side.name} beside it may hold changes not yet in the file (a writer still "
             "has it open, or did not checkpoint), so its numbers would be wrong; stop the writer, "
             f"or copy both files and run `sqlite3 COPY.sqlite 'PRAGMA wal_checkpoint(TRUNCATE)'` "
             "on the copy, or export again"
         )
-    journal = path.with_name(path.name + "-journal")
-    if _size(journal) and read_head(journal, len(JOURNAL_MAGIC)) == JOURNAL_MAGIC:
-        raise NsysmoeError(
-            f"{path}: {journal.name} beside it means a write to the file is unfinished (nsys "
-            "export still running, or interrupted), so its numbers would be wrong; wait for the "
-            "writer to finish, or export again"
-        )
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+    raise NsysmoeError(
+        f"{path}: {side.name} beside it means a write to the file is unfinished (nsys "
+        "export still running, or interrupted), so its numbers would be wrong; wait for the "
+        "writer to finish, or export again"
+    )
 
 
 def _state(path: Path) -> tuple[int, int, int] | None:
