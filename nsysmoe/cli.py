@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from nsysmoe import cli_types as ct
 from nsysmoe import env
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError, UsageError
+from nsysmoe.text import one_line
 
 if TYPE_CHECKING:
     from nsysmoe.model import IterationRange, Window
@@ -44,7 +46,7 @@ def _rules(path: Path | None, replace: bool):  # noqa: ANN202 - a RuleSet (impor
 
 def _progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
     # on a terminal only: piped, a bar is one more stderr line around an error or a warning
-    return click.progressbar(length=n, label=label, file=sys.stderr,
+    return click.progressbar(length=n, label=one_line(label), file=sys.stderr,
                              hidden=n < 2 or not sys.stderr.isatty())  # fmt: skip
 
 
@@ -130,14 +132,14 @@ def analyze(
     )  # fmt: skip
     outcome = execute(req)
     for line in outcome.before:
-        click.echo(f"nsysmoe: {line}", err=True)
+        click.echo(f"nsysmoe: {one_line(line)}", err=True)
     _emit(outcome.text, output, color=True if fmt == "terminal" else None)  # FORCE_COLOR piped
     for line in outcome.after:
-        click.echo(f"nsysmoe: {line}", err=True)
+        click.echo(f"nsysmoe: {one_line(line)}", err=True)
     if outcome.error:
         raise NsysmoeError(outcome.error)
     if outcome.failed:
-        click.echo("nsysmoe: --fail-if: " + "; ".join(outcome.failed), err=True)
+        click.echo("nsysmoe: --fail-if: " + one_line("; ".join(outcome.failed)), err=True)
         sys.exit(1)
 
 
@@ -226,19 +228,26 @@ def _emit(text: str, output: Path | None, color: bool | None = None) -> None:
     from nsysmoe.io.output import write_report
 
     write_report(output, text)
-    click.echo(f"wrote {output}", err=True)
+    click.echo(f"wrote {one_line(output)}", err=True)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: object = None, line: str | None = None) -> None:  # fmt: skip
+    """A warning (a library's, or one re-raised from a worker) as one stderr line, made visible
+    like every other line: its message may carry a name from the trace."""
+    where = f"{os.path.basename(filename)}:{lineno}"
+    click.echo(f"nsysmoe: warning: {one_line(message)} ({category.__name__} at {one_line(where)})",
+               err=True)  # fmt: skip
 
 
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        cli.main(prog_name="nsysmoe", standalone_mode=False)
+        with warnings.catch_warnings():  # restored after: main() may run in a caller's process
+            warnings.showwarning = _show_warning  # every stderr line goes through one_line
+            cli.main(prog_name="nsysmoe", standalone_mode=False)
     except NsysmoeError as exc:  # a UsageError too: one line, like every user error
-        click.echo(f"nsysmoe: error: {_one_line(str(exc))}", err=True)
+        click.echo(f"nsysmoe: error: {one_line(exc)}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("nsysmoe: aborted", err=True)
@@ -246,8 +255,8 @@ def main() -> None:
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
-            hint = f" (see: {exc.ctx.command_path} --help)"
-        click.echo(f"nsysmoe: error: {_one_line(exc.format_message())}{hint}", err=True)
+            hint = f" (see: {one_line(exc.ctx.command_path)} --help)"
+        click.echo(f"nsysmoe: error: {one_line(exc.format_message())}{hint}", err=True)
         sys.exit(2 if exc.exit_code else 0)
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -255,7 +264,7 @@ def main() -> None:
         if os.environ.get("NSYSMOE_DEBUG"):
             raise
         click.echo(
-            f"nsysmoe: internal error: {type(exc).__name__}: {_one_line(str(exc))[:500]} "
+            f"nsysmoe: internal error: {type(exc).__name__}: {one_line(exc, 500)} "
             "(rerun with NSYSMOE_DEBUG=1 for a traceback and report it)",
             err=True,
         )

@@ -2,7 +2,8 @@
 
 A text cell that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula
 to a spreadsheet (CSV injection): such cells get a leading ``'``, the usual neutraliser, here and
-nowhere else.
+nowhere else. Other control characters in a cell are shown as escapes, as in every other format
+(:func:`nsysmoe.text.escape_char`): the CSV may be printed to a terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.results import KernelSummary
+from nsysmoe.text import CONTROL, escape_char
+
+
+def _visible(cell: str) -> str:
+    """Controls shown as escapes; a tab or a newline stays (the CSV quotes a cell with one)."""
+    return CONTROL.sub(lambda m: m.group() if m.group() in "\t\n" else escape_char(m.group()),
+                       cell)  # fmt: skip
 
 
 def render_csv(result: object) -> str:
@@ -19,6 +27,8 @@ def render_csv(result: object) -> str:
     shown = result.shown
     text = [c for c, t in shown.schema.items() if t == pl.String]
     formula = pl.col(text).str.contains(r"^[=+\-@\t\r]")
+    shown = shown.with_columns(pl.col(text).map_elements(_visible, return_dtype=pl.String,
+                                                         skip_nulls=True))  # fmt: skip
     return shown.with_columns(
         pl.when(formula).then(pl.lit("'") + pl.col(text)).otherwise(pl.col(text)).name.keep()
     ).write_csv()

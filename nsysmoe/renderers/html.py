@@ -1,4 +1,5 @@
-"""HTML: any document, every piece of text escaped here.
+"""HTML: any document, every piece of text escaped here (:func:`escape`: markup characters as
+entities, control characters and bidi overrides shown as escapes, :func:`nsysmoe.text.visible`).
 
 :func:`format_document` is a fragment (Jupyter's rich display: no scripts, no external styles);
 :func:`format_page` is one self-contained page (``--format html -o report.html``): a full
@@ -9,9 +10,9 @@ Policy forbids both), and every figure is checked by :func:`inline_svg` before i
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping
-from html import escape
 
 from nsysmoe._version import __version__
 from nsysmoe.renderers.document import (
@@ -24,6 +25,13 @@ from nsysmoe.renderers.document import (
     Lines,
     Table,
 )
+from nsysmoe.text import visible
+
+
+def escape(s: str, quote: bool = True) -> str:
+    """Text for an HTML element or attribute value: ``&``, ``<``, ``>`` and (``quote``) quotes
+    as entities, controls and bidi overrides as visible escapes, one line."""
+    return html.escape(visible(s), quote=quote)
 
 
 def _table(t: Table) -> str:

@@ -2,8 +2,14 @@
 
 Trace text (kernel and range names, paths, versions) is hostile here: a newline would end a table
 row or a quote and start a heading, ``<…>`` is HTML to GitHub (C++ templates vanish, ``<script>``
-would be markup), ``](`` makes a link. :func:`text`, :func:`cell` and :func:`code` are the one
-place it is escaped; every block goes through them.
+would be markup), ``](`` makes a link, a URL, ``www.`` or an e-mail address would become a link
+of GitHub's own (an autolink), and a control character (``cat report.md``) would act on the
+terminal. :func:`text`, :func:`cell` and :func:`code` are the one place it is escaped; every
+block goes through them. Controls are shown as escapes (:func:`nsysmoe.text.visible`); in
+running text a backslash before punctuation is doubled, the ``:`` of ``://`` and the ``.`` of
+``www.`` get one (CommonMark's backslash escapes: GitHub shows the bare character and links
+nothing), and an e-mail address's ``@`` an empty HTML comment before it (no escape stops
+GitHub's e-mail links); a code span is never linked, so it needs only the controls shown.
 """
 
 from __future__ import annotations
@@ -20,14 +26,27 @@ from nsysmoe.renderers.document import (
     Lines,
     Table,
 )
+from nsysmoe.text import visible
 
-_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
+#: a backslash that would escape what follows it (ASCII punctuation, or whatever follows the
+#: text): doubled, so it shows; one before a letter (``\\x1b``) is a backslash already
+_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~]|\Z)")
+#: what GitHub would make a link of in running text: the ``:`` of ``scheme://`` and the ``.`` of
+#: ``www.`` (a backslash escape stops both)
+_AUTOLINK = re.compile(r":(?=//)|(?<=www)\.", re.IGNORECASE)
+#: the ``@`` of an e-mail address (``mailto:``/``xmpp:`` links need one too): GitHub links it
+#: whatever is escaped (its e-mail autolinks are found in the text after escapes are undone),
+#: so an empty HTML comment, which GitHub shows as nothing, parts the address from its name
+_EMAIL = re.compile(r"(?<=[A-Za-z0-9.+_-])@(?=[A-Za-z0-9_-])")
 
 
 def text(s: str) -> str:
-    """Running text: one line, HTML characters as entities, no link syntax."""
-    s = _BREAKS.sub(" ", s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("](", "]\\(")
+    """Running text: one line, controls shown as escapes, HTML characters as entities, no link
+    syntax and nothing GitHub would autolink."""
+    s = _BACKSLASH.sub(r"\\\\", visible(s))
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _AUTOLINK.sub(lambda m: "\\" + m.group(), s.replace("](", "]\\("))
+    return _EMAIL.sub("<!-- -->@", s)
 
 
 def cell(s: str) -> str:
@@ -37,7 +56,7 @@ def cell(s: str) -> str:
 
 def code(s: str) -> str:
     """A code span GitHub shows literally: a fence longer than any backtick run inside it."""
-    s = _BREAKS.sub(" ", s)
+    s = visible(s)
     fence = "`" * (max((len(run) for run in re.findall(r"`+", s)), default=0) + 1)
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{fence}{pad}{s}{pad}{fence}"

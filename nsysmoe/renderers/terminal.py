@@ -11,8 +11,9 @@ sequences at all.
 
 Trace text is hostile here: an ESC or OSC sequence in a kernel name would clear the screen or
 retitle the terminal, a newline would break a table, a bidi override would reorder what is
-read. :func:`safe` is the one place it is neutralised, before rich sees it: such characters are
-shown as ``\\xNN`` / ``\\uNNNN`` escapes, line breaks as a space. Rich gets the result as
+read. :func:`safe` neutralises it before rich sees it, with the neutraliser every medium and
+every stderr line shares (:func:`nsysmoe.text.visible`): such characters are shown as
+``\\xNN`` / ``\\uNNNN`` escapes, line breaks as a space. Rich gets the result as
 :class:`~rich.text.Text`, never as markup, so ``[bold red]`` in a name is printed as it is.
 """
 
@@ -34,14 +35,12 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from nsysmoe.renderers.document import Block, Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.text import visible
 
 #: the width when nothing says otherwise (stdout is not a terminal, ``COLUMNS`` unset)
 DEFAULT_WIDTH = 100
 #: narrower than this, tables are laid out as if this wide (lines are then longer than asked)
 MIN_WIDTH = 40
-
-#: C0 and C1 controls, DEL, and the Unicode bidi and line/paragraph-separator controls
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 #: whole cells coloured by what they say (verdicts, contract roles)
 CELL_STYLES = {"improvement": "green", "regression": "red", "DIFFERS": "bold red",
@@ -58,16 +57,10 @@ _TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.MULTILINE)
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _escape(m: re.Match[str]) -> str:
-    ch = m.group()
-    if ch in "\n\r\t\v\f\x85\u2028\u2029":
-        return " "
-    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-
-
 def safe(text: str) -> str:
-    """``text`` with every control character made visible and inert (one line)."""
-    return _CONTROL.sub(_escape, text)
+    """``text`` with every control character made visible and inert (one line):
+    :func:`nsysmoe.text.visible`."""
+    return visible(text)
 
 
 def _stdout_is_tty() -> bool:

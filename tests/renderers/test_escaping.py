@@ -72,3 +72,31 @@ def test_csv_cells_cannot_be_formulas(kernels) -> None:  # noqa: ANN001
         assert rows[0]["sum_ns"].isdigit()  # numbers untouched
     plain = list(csv.DictReader(io.StringIO(render(kernels, "csv"))))
     assert plain[0]["name"] == kernels.table["name"][0]
+
+
+def test_markdown_shows_controls_and_links_nothing() -> None:
+    assert text("k\x1b]0;T\x07\x9b\u202e") == "k\\x1b]0;T\\x07\\x9b\\u202e"
+    assert code("k\x1b[2J`") == "`` k\\x1b[2J` ``"  # a code span: controls shown, nothing else
+    assert text("see https://e.x/y and www.e.x, mail a.b@e.x") == (
+        "see https\\://e.x/y and www\\.e.x, mail a.b<!-- -->@e.x")
+    assert code("https://e.x www.e.x a@e.x") == "`https://e.x www.e.x a@e.x`"  # never linked
+    # a backslash of the name shows: it cannot escape a "|", "&lt;" or an escape of ours
+    assert cell("a\\|b") == "a\\\\\\|b" and text("a\\<b") == "a\\\\&lt;b"
+    assert text("x\\://e.x") == "x\\\\\\://e.x" and text("end\\") == "end\\\\"
+    assert text("\\x1b is text") == "\\x1b is text"  # before a letter a backslash is literal
+
+
+def test_html_shows_controls(kernels) -> None:  # noqa: ANN001
+    out = render(hostile(kernels, ESC_NAME), "html")
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "k\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil" in out
+
+
+def test_csv_shows_controls(kernels) -> None:  # noqa: ANN001
+    rows = list(csv.DictReader(io.StringIO(render(hostile(kernels, ESC_NAME + "\r\x9b"), "csv"))))
+    assert {r["name"] for r in rows} == {"k\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil\\x0d\\x9b"}
+
+
+def test_terminal_shows_bytes_that_are_c1_controls() -> None:
+    # a name that is not UTF-8: a C1 control's byte (0x9b: CSI) shown, other bytes kept
+    assert safe("a\udc9b\udcff\ud800b") == "a\\x9b\udcff\\ud800b"

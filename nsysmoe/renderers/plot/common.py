@@ -43,13 +43,16 @@ PART_HELP = {
 
 
 def figure(width: float, height: float) -> Figure:
-    """A figure on an Agg canvas, laid out by the constrained engine (no overlapping labels)."""
+    """A figure on an Agg canvas, laid out by the constrained engine (no overlapping labels),
+    its text drawn literally (:mod:`~nsysmoe.renderers.plot.literal`: no mathtext, no control
+    characters), whoever sets it."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+
+        from nsysmoe.renderers.plot.literal import LiteralFigure
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise NsysmoeError("plots need matplotlib; install it: pip install matplotlib") from exc
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = LiteralFigure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
