@@ -260,3 +260,15 @@ def _resolve(out: dict[str, str], long: list[str], width: int) -> None:
                 break
         used.add(candidate)
         out[name] = candidate
+
+
+#: a side's name (``--labels``, a file name) in tables, headings and figures: at most this long
+LABEL_WIDTH = 48
+
+
+def side_labels(off: str, on: str, width: int = LABEL_WIDTH) -> tuple[str, str]:
+    """The two sides' names as tables and figures show them: cut to ``width`` characters by
+    :func:`distinct` (two names that differ still differ, equal ones stay equal). A name of any
+    length costs no more than this to lay out; the report says the full names once."""
+    a, b = distinct([off, on], width)
+    return a, b

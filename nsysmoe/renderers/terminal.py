@@ -218,7 +218,7 @@ def _widths(header: list[str], rows: list[list[str]], right: tuple[bool, ...],
     room = width - 2 * n + 1  # each column padded by one on the right, then one between
     if sum(natural) <= room:
         return [None] * n
-    w = [max([_unit(r[c]) for r in rows] + [max(words[c][0], default=1)]) if right[c]
+    w = [_number_width(rows, c, max(words[c][0], default=1)) if right[c]
          else min(natural[c], max(_NARROW, min(_WORD, max(max(ws, default=1)
          for ws in words[c])))) for c in range(n)]  # fmt: skip
     spare = room - sum(w)
@@ -267,6 +267,13 @@ def _widths(header: list[str], rows: list[list[str]], right: tuple[bool, ...],
 #: _TIGHT where numbers would not fit otherwise); tables are measured on about _SAMPLE rows; a
 #: row saved weighs _ROW cell lines saved
 _NARROW, _WORD, _TIGHT, _SAMPLE, _ROW = 8, 16, 4, 200, 100
+
+
+def _number_width(rows: list[list[str]], c: int, header_word: int) -> int:
+    """A number column's least width: its widest number, or its header's longest word where
+    that is wider, up to :data:`_WORD` (a longer word, a side's long name, folds)."""
+    numbers = max((_unit(r[c]) for r in rows), default=1)
+    return max(numbers, min(header_word, max(numbers, _WORD)))
 
 
 def _unit(number: str) -> int:

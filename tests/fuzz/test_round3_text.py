@@ -1,4 +1,4 @@
-"""Issue 31, points 4, 5 and 7 (first bullet): text that reaches a person, each case held to
+"""Issue 31, points 4, 5, 7 (first bullet) and 8: text that reaches a person, each case held to
 the harness' promises (tests/fuzz/harness.py) and to its right outcome.
 
 - 4: a hostile file name, a bad file in a rank folder, a hostile ``--vary``, ``--fail-if``,
@@ -8,7 +8,8 @@ the harness' promises (tests/fuzz/harness.py) and to its right outcome.
 - 5: NVTX and kernel names with OSC, BEL, CSI (C1), CR, bidi overrides, URLs, ``www.`` and
   e-mail addresses: no raw control in the terminal report, Markdown, HTML, JSON or CSV, on
   stdout, stderr or in ``-o`` files, and no Markdown autolink;
-- 7: ``$…$`` in a label or a file name is literal figure text, not mathtext (was: exit 3).
+- 7: ``$…$`` in a label or a file name is literal figure text, not mathtext (was: exit 3);
+- 8: labels of 2×60,000 characters: cut in tables and figures, said in full once (was: 58 s).
 
 The checker is :func:`raw_controls`: no C0/C1 control, DEL, bidi mark or override, line
 separator or lone surrogate, except ``\\n`` and ``\\t`` (layout) and, where colour is forced,
@@ -294,3 +295,46 @@ def test_every_text_of_a_figure_is_literal_whoever_sets_it() -> None:
              *(t.get_text() for t in ax.get_legend().get_texts())]  # fmt: skip
     assert texts[0] == "\\$x^\\$" and texts[1].endswith("\\u2066\nsecond line")
     assert not any(is_math_text(t) or raw_controls(t.replace("\n", "")) for t in texts), texts
+
+
+# -- 8: long labels -------------------------------------------------------------------------------
+
+LONG = 60_000
+
+
+@pytest.mark.parametrize("fmt", ["html", "terminal", "markdown"])
+def test_long_labels_are_cut_and_said_in_full_once(fmt: str, examples, tmp_path: Path) -> None:
+    a, b = "a" * LONG, "b" * LONG
+    out = tmp_path / f"r.{fmt}"
+    got = hold(Case(f"long-labels-{fmt}", ("analyze", *map(str, examples), "--labels", f"{a},{b}",
+                                           "--format", fmt, "-o", str(out)), examples,
+                    codes=frozenset({0})))  # fmt: skip
+    assert_clean(got, out)
+    report = out.read_text()
+    if fmt == "terminal":  # a long word is folded over lines, each after the first indented
+        report = re.sub(r"\n +", "", report)
+    for full in (a, b):
+        assert report.count(full) == 1  # in full once
+        rest = report.replace(full, "")
+        assert full[:49] not in rest and full[:47] + "…" in rest  # cut to 48 elsewhere
+    if fmt == "html":  # figures and all: about the size of a page with short labels
+        assert len(report) < 1.5e6
+
+
+def test_long_labels_are_whole_in_the_json(examples) -> None:
+    import json
+
+    a, b = "a" * LONG, "b" * LONG
+    got = hold(Case("long-labels-json", ("analyze", *map(str, examples), "--labels", f"{a},{b}",
+                                         "--format", "json"), examples, codes=frozenset({0})))
+    assert json.loads(got.out)["labels"] == {"off": a, "on": b}
+
+
+def test_labels_that_differ_late_stay_distinct_when_cut(examples) -> None:
+    from nsysmoe.renderers.plot.common import side_names
+
+    stem = "run-" + "x" * 80
+    c = api.compare(*examples, labels=(stem + "-lr1e-4", stem + "-lr3e-4"))
+    names = side_names((c.off, c.on))
+    assert len(set(names)) == 2 and all(len(n) <= 48 for n in names), names
+    assert names[0].endswith("1e-4") and names[1].endswith("3e-4")

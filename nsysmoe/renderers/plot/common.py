@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.renderers.names import distinct
+from nsysmoe.renderers.names import distinct, side_labels
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -131,12 +131,15 @@ def short_rank(rank: str, limit: int = 34) -> str:
 
 
 def side_names(sides: Sequence[Side]) -> list[str]:
-    """The sides' names (``Side.name``: "overlap off", …), told apart by their place ("off",
-    "on") should two sides carry the same name."""
-    names = [s.name for s in sides]
+    """The sides' names (``Side.name``: "overlap off", …) cut as the report's tables cut them
+    (:func:`~nsysmoe.renderers.names.side_labels`), told apart by their place ("off", "on")
+    should two sides carry the same name."""
+    names = list(side_labels(*(s.name for s in sides))) if len(sides) == 2 else [
+        s.name for s in sides]  # fmt: skip
     if len(set(names)) == len(names):
         return names
-    return [f"{s.name} ({s.label})" if names.count(s.name) > 1 else s.name for s in sides]
+    return [f"{n} ({s.label})" if names.count(n) > 1 else n
+            for n, s in zip(names, sides, strict=True)]  # fmt: skip
 
 
 _ORIGIN = re.compile(r" from the first GPU activity at ([\d,]+) ns")
