@@ -5,12 +5,12 @@ Kernel and NVTX names, file names, GPU names and option values reach a terminal 
 and warning lines, progress labels), Markdown, HTML and figures. An ESC or OSC sequence would
 clear the screen or retitle the terminal, a BEL would ring it, a C1 control (U+009B is CSI on
 many terminals) would start a sequence of its own, and so would the byte 0x9b of a file name
-that is not UTF-8 (Python holds such a byte as a lone surrogate, U+DC9B, and writes the byte
-back); a bidi override would reorder what is read. :func:`visible` shows each such character as
-an escape instead — ``\\x1b``, ``\\u202e``, a C1 byte's surrogate as the byte (``\\x9b``),
-a surrogate that stands for no byte as ``\\udXXX`` — and a line break as a space, so a message
-stays one line. Printable text, non-ASCII letters included, passes unchanged, and so do the
-other bytes of a name that is not UTF-8 (0xa0-0xff: no terminal acts on them).
+that is not UTF-8 (Python holds such a byte as a lone surrogate, U+DC9B); a bidi override would
+reorder what is read. :func:`visible` shows each such character as an escape instead —
+``\\x1b``, ``\\u202e``, a byte of a name that is not UTF-8 as that byte (``\\x9b``, ``\\xff``:
+no lone surrogate reaches a report, so every report encodes as UTF-8 and no stream or file
+refuses it), another lone surrogate as ``\\udXXX`` — and a line break as a space, so a message
+stays one line. Printable text, non-ASCII letters included, passes unchanged.
 
 Every medium uses it: the terminal report (:func:`nsysmoe.renderers.terminal.safe`), Markdown
 and HTML escaping, figure text (line breaks kept) and every line the CLI writes to stderr
@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 
 #: C0 and C1 controls, DEL, the Unicode bidi marks, embeddings, overrides and isolates, the
-#: line and paragraph separators, and lone surrogates but those that stand for a byte of a name
-#: that is not UTF-8 (``surrogateescape``: U+DC80-U+DCFF) other than a C1 control's byte
+#: line and paragraph separators, and every lone surrogate (a byte of a name that is not UTF-8,
+#: ``surrogateescape``: U+DC80-U+DCFF, or one a broken text holds)
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
-                     r"\ud800-\udc9f\udd00-\udfff]")  # fmt: skip
+                     r"\ud800-\udfff]")  # fmt: skip
 #: a run of line breaks (one space on one line), or one other character to show
 _ONE = re.compile(r"[\n\r\v\f\x85\u2028\u2029]+|" + CONTROL.pattern)
 #: a line break (kept), or one other character to show
@@ -34,9 +34,9 @@ _BLANK = "\t\r\v\f\x85\u2028\u2029"  # each a space
 
 
 def escape_char(ch: str) -> str:
-    """One character as its escape: ``\\x1b``, ``\\u202e``, a C1 byte's surrogate as the byte."""
+    """One character as its escape: ``\\x1b``, ``\\u202e``, a byte's surrogate as the byte."""
     n = ord(ch)
-    if 0xDC80 <= n <= 0xDC9F:  # a C1 control's byte of a name that is not UTF-8: the byte
+    if 0xDC80 <= n <= 0xDCFF:  # a byte of a name that is not UTF-8: the byte
         return f"\\x{n - 0xDC00:02x}"
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
 

@@ -179,13 +179,26 @@ def test_file_name_not_utf8_analyzes(example: Path, tmp_path: Path) -> None:
 
     hold(Case("not-utf8-name", ("analyze", str(path), "--format", "json"), (path,),
               codes=frozenset({0}), check=check))  # fmt: skip
-    # the real command line: the name's bytes through argv, the report on a real stdout, which
-    # shows the name as its bytes (the harness' subprocess runner decodes output as strict UTF-8)
-    got = subprocess.run([sys.executable, "-c", "from nsysmoe.cli import main; main()",
-                          "analyze", os.fsencode(path)], capture_output=True, timeout=60,
-                         stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-    assert (got.returncode, got.stderr) == (0, b"")
-    assert b"bad\xff\xfe.sqlite" in got.stdout and b"median step time" in got.stdout
+    # the real command line: the name's bytes through argv, the report on a real stdout (a
+    # strict UTF-8 one too), in a file, with figures and from the cache: the name is shown as
+    # its bytes' escapes, every output is UTF-8
+    for fmt, extra, env in (
+        ("terminal", (), {}),
+        ("terminal", (), {"PYTHONIOENCODING": "utf-8:strict"}),
+        ("markdown", ("-o", tmp_path / "r.md", "--plot", tmp_path / "figs"), {}),
+        ("html", ("-o", tmp_path / "r.html"), {}),
+        ("json", ("--cache",), {"NSYSMOE_CACHE_DIR": str(tmp_path / "cache")}),
+        ("json", ("--cache",), {"NSYSMOE_CACHE_DIR": str(tmp_path / "cache")}),  # served
+    ):  # fmt: skip
+        got = subprocess.run([sys.executable, "-c", "from nsysmoe.cli import main; main()",
+                              "analyze", os.fsencode(path), "--format", fmt, *extra],
+                             capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
+                             check=False, env={**os.environ, **env})  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        out = got.stdout + b"".join(p.read_bytes() for p in tmp_path.glob("r.*"))
+        out.decode("utf-8")  # strict: no byte of the name leaks raw
+        if fmt != "json":
+            assert b"bad\\xff\\xfe.sqlite" in out
 
 
 def test_file_name_not_utf8_missing_is_one_line(tmp_path: Path) -> None:
