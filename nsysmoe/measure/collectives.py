@@ -1,9 +1,30 @@
 """Across ranks: one collective instance per matched launch, its time on each rank split into
 *wait* (until the last peer arrived) and *transfer* (after), and the rank everyone waits for.
 
-Matching: the k-th launch (by start) of the same communication kernel — same channel, same name —
-in the same iteration on every rank is one instance. Per instance, with s_r, e_r rank r's kernel
-start and end and L = max_r s_r the last arrival:
+Matching (:func:`match`), within one iteration and one communication kernel (same channel, same
+name) — a *group*:
+
+* every rank launched it equally often: the k-th launch (by start) on every rank is one instance;
+* launch counts differ (a rank lacks a launch: a dropped record, a shorter iteration): the k-th
+  launches are different instances after the missing one (matching them called the shift a wait),
+  so the group's launches are placed between the *anchors*, the launches of the iteration's
+  equal-count groups (the same instances on every rank). On its rank, ``before`` anchors ended by a
+  launch x's start and ``notafter`` started before its end (the difference: the anchors x overlaps;
+  none as a rule). A blocking collective cannot end on any rank before every peer has started it,
+  so an anchor that ended before x started on one rank cannot start after x ended on another: the
+  [before, notafter] ranges of one instance's launches meet on every pair of ranks. Ranges that
+  meet, over all ranks, are merged into *blocks*; an instance lies in one block on every rank. A
+  block every rank has equally many launches in is matched by order of start. Any other block is
+  left unmatched, never guessed: its instances are listed in ``incomplete`` with the ranks that
+  have all of the block's launches (``present_on``) and those that have only some, where which ones
+  is not in the data (``ambiguous_on``); ``k`` there is the instance's launch number on the ranks
+  that have it (the highest: that of a rank lacking none before it).
+
+Equal counts are taken as the same launches: ranks that each lack a *different* launch of a group
+(or of a block) in equal numbers cannot be told apart by counts; one rank with all of them
+separates them. Matching assumes every rank takes part in every instance.
+
+Per instance, with s_r, e_r rank r's kernel start and end and L = max_r s_r the last arrival:
 
 * wait on rank r = [s_r, min(L, e_r)); transfer = [min(L, e_r), e_r)
 * per rank and channel: ``wait_ns`` = |⋃ wait|, ``transfer_ns`` = |⋃ transfer|,
@@ -13,12 +34,12 @@ start and end and L = max_r s_r the last arrival:
   often and the wait it caused the others (Σ of their wait in those instances). It is the rank
   with the *least* communication time: the others spin in their kernels waiting for it.
 
-Kernels a rank runs without peers (HybridEP's ``scan``, metadata preprocessing) are not matched;
-instances some ranks lack are counted and named, not matched.
+Kernels a rank runs without peers (HybridEP's ``scan``, metadata preprocessing) are not matched.
 
 What travels from a worker is compact (:func:`arrivals`, :func:`compute_under_comm`): one row per
 communication kernel, and the compute union only where it meets communication (all that the
-exposed parts can subtract), so many ranks cost little more than reading them.
+exposed parts can subtract), so many ranks cost little more than reading them; placing the
+launches of groups with unequal counts reads only their starts and ends, nothing more.
 """
 
 from __future__ import annotations
@@ -86,24 +107,89 @@ def compute_under_comm(kernels: pl.DataFrame) -> pl.DataFrame:
     return busy_table(busy)
 
 
+GROUP = ["step", "channel", "name"]
+INCOMPLETE_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.Int64, "channel": pl.String, "name": pl.String, "k": pl.Int64,
+    "present_on": pl.List(pl.String), "ambiguous_on": pl.List(pl.String),
+}  # fmt: skip
+
+
 def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Instances every rank has: the rows with ``last`` (L) and ``wait_end`` = min(L, end);
-    and the incomplete instances (key, ``present_on``: the ranks that have it). ``table``:
-    arrivals of every rank with a ``rank`` column, times on one clock; ``n_ranks``: the run's
-    ranks (default: those in the table — a rank without any communication makes every instance
-    incomplete)."""
+    """Instances every rank has: the rows with ``k`` the instance's number (the same on every
+    rank), ``last`` (L) and ``wait_end`` = min(L, end); and the instances left unmatched
+    (:data:`INCOMPLETE_SCHEMA`: key, ``present_on``, ``ambiguous_on``; the module docstring says
+    how groups with unequal launch counts are cut). ``table``: arrivals of every rank with a
+    ``rank`` column, times on one clock; ``n_ranks``: the run's ranks (default: those in the
+    table — a rank without any communication leaves every instance unmatched)."""
     n = table["rank"].n_unique() if n_ranks is None else n_ranks
-    counts = table.group_by(KEY).agg(pl.col("rank").n_unique().alias("ranks"),
-                                     pl.col("start").max().alias("last"))  # fmt: skip
-    complete = counts.filter(pl.col("ranks") == n)
-    missing = (
-        table.join(counts.filter(pl.col("ranks") < n).select(KEY), on=KEY)
-        .group_by(KEY).agg(pl.col("rank").unique().sort().alias("present_on"))
-        .sort(KEY)
-    )  # fmt: skip
-    rows = table.join(complete.select(*KEY, "last"), on=KEY).with_columns(
+    counts = table.group_by(*GROUP, "rank").len("c").group_by(GROUP).agg(
+        pl.len().alias("ranks"), pl.col("c").min().alias("lo"), pl.col("c").max().alias("hi"))
+    odd = counts.filter((pl.col("ranks") < n) | (pl.col("lo") < pl.col("hi"))).select(GROUP)
+    missing = pl.DataFrame(schema=INCOMPLETE_SCHEMA)
+    if not odd.is_empty():
+        uneven = table.join(odd, on=GROUP, how="semi")
+        table = table.join(odd, on=GROUP, how="anti")
+        cut, missing = _cut(uneven, table, n)
+        table = pl.concat([table, cut.select(table.columns)])
+    last = table.group_by(KEY).agg(pl.col("start").max().alias("last"))
+    rows = table.join(last, on=KEY).with_columns(
         pl.min_horizontal("last", "end").alias("wait_end"))
     return rows, missing
+
+
+def _between(uneven: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
+    """``uneven`` with ``before`` (the same rank's and iteration's anchors that ended by its
+    start) and ``notafter`` (those that started before its end): the anchors it overlaps lie
+    between. Two as-of joins on running counts, no loop."""
+    by = ["rank", "step"]
+    where = anchors.select(*by, "start", "end").join(uneven.select(by).unique(), on=by, how="semi")
+    ended = where.sort("end").with_columns(pl.int_range(1, pl.len() + 1).over(by).alias("before"))
+    began = where.sort("start").with_columns(
+        pl.int_range(1, pl.len() + 1).over(by).alias("notafter"))
+    out = uneven.sort("start").join_asof(
+        ended.select(*by, pl.col("end").alias("a_end"), "before"), left_on="start",
+        right_on="a_end", by=by, strategy="backward", check_sortedness=False)  # fmt: skip
+    out = out.sort("end").join_asof(
+        began.select(*by, pl.col("start").alias("a_start"), "notafter"), left_on="end",
+        right_on="a_start", by=by, strategy="backward", allow_exact_matches=False,
+        check_sortedness=False)  # fmt: skip
+    return out.drop("a_end", "a_start").with_columns(pl.col("before", "notafter").fill_null(0))
+
+
+def _cut(uneven: pl.DataFrame, anchors: pl.DataFrame, n: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of groups with unequal launch counts cut into blocks between the anchors (the
+    module docstring): those of blocks every rank has equally many launches of, with ``k`` the
+    instance's number; and the instances of the other blocks (:data:`INCOMPLETE_SCHEMA`)."""
+    placed = _between(uneven, anchors).with_columns(  # both 0-length at one instant: lo > hi
+        pl.min_horizontal("before", "notafter").alias("lo"),
+        pl.max_horizontal("before", "notafter").alias("hi"))
+    order = {"order_by": ["lo", "hi"]}  # (windows ordered in place: sorts by strings are slow)
+    reach = pl.col("hi").cum_max().shift(1).over(GROUP, **order)  # furthest reached before
+    placed = placed.with_columns((reach.is_null() | (pl.col("lo") > reach)).alias("new"))
+    block = [*GROUP, "block"]
+    placed = placed.with_columns(pl.col("new").cum_sum().over(GROUP, **order).alias("block"))
+    # per rank, a block's launches are a run of its k (k orders them by start); j = k - k0
+    per = placed.group_by(*block, "rank").agg(
+        pl.len().alias("c"), pl.col("k").min().alias("k0"), pl.col("k").max().alias("k1"))
+    per = per.with_columns(
+        pl.len().over(block).alias("ranks"), pl.col("c").max().over(block).alias("most"),
+        ((pl.col("c").min().over(block) == pl.col("c").max().over(block))
+         & (pl.col("k1") - pl.col("k0") + 1 == pl.col("c")).all().over(block)).alias("even"))
+    ok = per.filter(pl.col("even") & (pl.col("ranks") == n))
+    # instance j of a block: the highest k0 + j over the ranks (the rank lacking none before)
+    shift = ok.select(*block, "rank", (pl.col("k0").max().over(block) - pl.col("k0")).alias("d"))
+    matched = placed.join(shift, on=[*block, "rank"]).with_columns(pl.col("k") + pl.col("d"))
+    left = per.join(ok.select(block).unique(), on=block, how="anti")
+    whole = pl.col("c") == pl.col("most")
+    named = (
+        left.group_by(block).agg(
+            pl.col("rank").filter(whole).sort().alias("present_on"),
+            pl.col("rank").filter(~whole).sort().alias("ambiguous_on"),
+            pl.col("k0").filter(whole).max(), pl.col("most").first())
+        .with_columns(pl.int_ranges("k0", pl.col("k0") + pl.col("most")).alias("k"))
+        .explode("k").sort(*GROUP, "k")
+    )  # fmt: skip
+    return matched, named.select(list(INCOMPLETE_SCHEMA)).cast(INCOMPLETE_SCHEMA)
 
 
 def _exposed(starts: np.ndarray, ends: np.ndarray, busy: IntervalSet) -> tuple[int, int]:

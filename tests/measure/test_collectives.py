@@ -1,5 +1,7 @@
 """Collectives across ranks (nsysmoe.measure.collectives) against a brute force: instances
-matched by plain dictionaries, wait and transfer painted per nanosecond; and the real 6-rank
+matched by plain dictionaries (groups with unequal launch counts cut between their neighbours by
+loops over every pair of launches), wait and transfer painted per nanosecond; lockstep runs with
+launches deleted, against which launch is which instance by construction; and the real 6-rank
 all-reduce export against an independent reading of its rows."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from nsysmoe.api import analyze_many
 from nsysmoe.measure.collectives import (
     ARRIVAL_SCHEMA,
     clock_offset,
+    match,
     summarize,
 )
 from nsysmoe.parallel import Executor
@@ -41,15 +44,63 @@ def tables(ranks):
     return a, b
 
 
+def instances(ranks) -> tuple[dict, dict]:
+    """The matching rule by loops: {(step, channel, name, k): {rank: (start, end)}} for the
+    instances matched, {(step, channel, name, k): (present_on, ambiguous_on)} for the others."""
+    n = len(ranks)
+    launches: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for r, (comm, _) in enumerate(ranks):
+        for ch, name, step, s, e in sorted(comm, key=lambda x: (x[3], x[4], x[1])):
+            launches[(step, ch, name)][r].append((s, e))  # in k order
+    even = {g for g, by in launches.items()
+            if len(by) == n and len({len(v) for v in by.values()}) == 1}  # fmt: skip
+    matched: dict[tuple, dict[int, tuple[int, int]]] = defaultdict(dict)
+    for g in even:
+        for r, v in launches[g].items():
+            for k, se in enumerate(v):
+                matched[(*g, k)][r] = se
+    unmatched = {}
+    for g in set(launches) - even:
+        anchors = {r: [se for h in even if h[0] == g[0] for se in launches[h].get(r, [])]
+                   for r in range(n)}  # fmt: skip
+        placed = []  # (lo, hi, rank, k, (start, end)): the anchors it lies between
+        for r, v in launches[g].items():
+            for k, (s, e) in enumerate(v):
+                before = sum(1 for _, ae in anchors[r] if ae <= s)
+                notafter = sum(1 for a_s, _ in anchors[r] if a_s < e)
+                placed.append((min(before, notafter), max(before, notafter), r, k, (s, e)))
+        blocks: list[list] = []
+        reach = None
+        for item in sorted(placed, key=lambda x: (x[0], x[1])):
+            if reach is None or item[0] > reach:
+                blocks.append([])
+            blocks[-1].append(item)
+            reach = item[1] if reach is None else max(reach, item[1])
+        for block in blocks:
+            by_rank: dict[int, list] = defaultdict(list)
+            for _, _, r, k, se in block:
+                by_rank[r].append((k, se))
+            counts = {r: len(v) for r, v in by_rank.items()}
+            runs = all(max(k for k, _ in v) - min(k for k, _ in v) + 1 == len(v)
+                       for v in by_rank.values())  # fmt: skip
+            if len(by_rank) == n and len(set(counts.values())) == 1 and runs:
+                ordered = {r: sorted(v) for r, v in by_rank.items()}
+                for j in range(counts[0]):
+                    k = max(ordered[r][j][0] for r in ordered)
+                    matched[(*g, k)] = {r: ordered[r][j][1] for r in ordered}
+                continue
+            most = max(counts.values())
+            present = sorted(f"r{r}" for r, c in counts.items() if c == most)
+            some = sorted(f"r{r}" for r, c in counts.items() if c < most)
+            k0 = max(min(k for k, _ in by_rank[r]) for r, c in counts.items() if c == most)
+            for j in range(most):
+                unmatched[(*g, k0 + j)] = (present, some)
+    return dict(matched), unmatched
+
+
 def brute(ranks):
     n = len(ranks)
-    by_key: dict[tuple, dict[int, tuple[int, int]]] = defaultdict(dict)
-    for r, (comm, _) in enumerate(ranks):
-        seen: dict[tuple, int] = defaultdict(int)
-        for ch, name, step, s, e in sorted(comm, key=lambda x: (x[3], x[4], x[1])):
-            k = seen[(ch, name, step)]
-            seen[(ch, name, step)] += 1
-            by_key[(step, ch, name, k)][r] = (s, e)
+    by_key, _ = instances(ranks)
     wait: dict[tuple[int, str], set[int]] = defaultdict(set)
     transfer: dict[tuple[int, str], set[int]] = defaultdict(set)
     inst: dict[tuple[int, str], int] = defaultdict(int)
@@ -98,6 +149,9 @@ def test_wait_transfer_and_straggler_equal_brute_force(ranks) -> None:
     a, b = tables(ranks)
     c = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks))
     want, strag = brute(ranks)
+    _, unmatched = instances(ranks)
+    assert {(r["step"], r["channel"], r["name"], r["k"]): (r["present_on"], r["ambiguous_on"])
+            for r in c.incomplete.iter_rows(named=True)} == unmatched  # fmt: skip
     got = {(r["rank"], r["channel"]): r for r in c.waits.iter_rows(named=True)}
     assert set(got) == set(want)
     for key, w in want.items():
@@ -198,10 +252,86 @@ def test_mostly_waiting_is_an_imbalance_verdict() -> None:
 
 
 def test_instances_some_ranks_lack_are_named_not_matched() -> None:
-    ranks = [([("ep.dispatch", "a", 0, 0, 10), ("ep.dispatch", "a", 0, 20, 30)], []),
-             ([("ep.dispatch", "a", 0, 5, 10)], [])]
-    a, b = tables(ranks)
-    c = summarize(a, b, pl.DataFrame(), n_ranks=2)
-    assert c.matched == 1
+    """r1 lacks one of r0's two ``a`` launches: with a ``b`` between them (every rank has it), r1's
+    ``a`` is the first instance and the second is named; without one, which instance r1's ``a``
+    is cannot be told, and neither is matched (r1 ambiguous)."""
+    b = [("ep.dispatch", "b", 0, 12, 15)]
+    ranks = [([("ep.dispatch", "a", 0, 0, 10), ("ep.dispatch", "a", 0, 20, 30), *b], []),
+             ([("ep.dispatch", "a", 0, 5, 10), *b], [])]  # fmt: skip
+    a, busy = tables(ranks)
+    c = summarize(a, busy, pl.DataFrame(), n_ranks=2)
+    assert c.matched == 2
     (row,) = c.incomplete.iter_rows(named=True)
-    assert (row["k"], row["present_on"]) == (1, ["r0"])
+    assert (row["name"], row["k"], row["present_on"], row["ambiguous_on"]) == ("a", 1, ["r0"], [])
+    assert c.waits.filter(pl.col("rank") == "r0")["wait_ns"].sum() == 5  # [0, 5) for r1's a
+    a, busy = tables([([x for x in comm if x[1] == "a"], []) for comm, _ in ranks])
+    c = summarize(a, busy, pl.DataFrame(), n_ranks=2)
+    assert c.matched == 0 and c.waits.is_empty()
+    assert [(r["k"], r["present_on"], r["ambiguous_on"]) for r in c.incomplete.iter_rows(
+        named=True)] == [(0, ["r0"], ["r1"]), (1, ["r0"], ["r1"])]  # fmt: skip
+
+
+NAMES = (("ep.dispatch", "d"), ("ep.combine", "c"), ("ep.dispatch", "e"))
+
+
+@st.composite
+def lockstep(draw):
+    """A run whose collectives are blocking: each instance's kernels on every rank cover
+    [max start, min end), a nonempty span (no rank leaves before the last arrives); launches of
+    one name run one after another on each rank, different names overlap freely. Then some
+    launches are deleted on ranks 1.. (rank 0 keeps all). Returns (ranks rows as
+    :func:`tables` takes them, {(rank, name, start): instance id}, deleted (rank, id) pairs,
+    per instance (step, channel, name, k))."""
+    n = draw(st.integers(2, 4))
+    program = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(1, 20)),
+                            min_size=1, max_size=24))  # fmt: skip
+    free = {name: 0 for _, name in NAMES}  # when each name's last instance ended on every rank
+    t, seen = 0, defaultdict(int)
+    rows: list[list] = [[] for _ in range(n)]
+    truth, key = {}, []
+    for i, (which, advance, transfer) in enumerate(program):
+        ch, name = NAMES[which]
+        step = 0 if i < len(program) // 2 else 1
+        t += advance
+        last = max(t, free[name] + 11)
+        waits = draw(st.lists(st.integers(0, 10), min_size=n, max_size=n))
+        extra = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+        for r in range(n):
+            s, e = last - waits[r], last + transfer + extra[r]
+            rows[r].append((ch, name, step, s, e))
+            truth[(r, name, s)] = i
+        free[name] = last + transfer + max(extra)
+        key.append((step, ch, name, seen[(step, name)]))
+        seen[(step, name)] += 1
+    gone = draw(st.sets(st.tuples(st.integers(1, n - 1), st.integers(0, len(program) - 1))))
+    kept = [[x for x in rows[r] if (r, truth[(r, x[1], x[3])]) not in gone] for r in range(n)]
+    return [(k, []) for k in kept], truth, gone, key
+
+
+@settings(max_examples=300, deadline=None)
+@given(lockstep())
+def test_launches_deleted_from_a_lockstep_run_are_never_matched_wrongly(case) -> None:
+    """Every matched instance is one true instance on every rank; every instance of a group no
+    launch was deleted from is matched; each instance is either matched or named (by its true
+    launch number), and where the rank that lacks it is known, the ranks that have it are
+    named."""
+    ranks, truth, gone, key = case
+    n = len(ranks)
+    a, busy = tables(ranks)
+    rows, missing = match(a, n)
+    ids = {}
+    for r in rows.iter_rows(named=True):
+        ids.setdefault((r["step"], r["channel"], r["name"], r["k"]), set()).add(
+            truth[(int(r["rank"][1:]), r["name"], r["start"])])
+    assert all(len(v) == 1 for v in ids.values())  # one true instance per match
+    matched = {next(iter(v)) for v in ids.values()}
+    assert rows.group_by("step", "channel", "name", "k").len()["len"].to_list() == [n] * len(ids)
+    hit = {key[i][:3] for _, i in gone}
+    assert {i for i, k in enumerate(key) if k[:3] not in hit} <= matched
+    assert not matched & {i for _, i in gone}
+    named = {(r["step"], r["channel"], r["name"], r["k"]): r for r in missing.iter_rows(
+        named=True)}  # fmt: skip
+    assert set(named) == {k for i, k in enumerate(key) if i not in matched}
+    for i, k in enumerate(key):
+        if k in named and not named[k]["ambiguous_on"]:
+            assert named[k]["present_on"] == [f"r{r}" for r in range(n) if (r, i) not in gone]
