@@ -4,6 +4,8 @@ everyone waits for."""
 
 from __future__ import annotations
 
+import polars as pl
+
 from nsysmoe.renderers.cells import count, ms, pct
 from nsysmoe.renderers.document import Block, Lines, Table
 from nsysmoe.results import Collectives
@@ -12,9 +14,10 @@ TOP_ROWS = 64
 
 
 def collective_blocks(c: Collectives) -> list[Block]:
-    """The wait/transfer table and the straggler and clock lines; none when nothing matched."""
+    """The wait/transfer table and the straggler and clock lines; with nothing matched, only
+    the line on the instances left unmatched (none when there are none either)."""
     if not c.matched:
-        return []
+        return [Lines((unmatched_line(c),))] if not c.incomplete.is_empty() else []
     rows = tuple(
         (r["rank"], r["channel"], count(r["instances"]), ms(r["wait_ns"]), ms(r["transfer_ns"]),
          ms(r["exposed_wait_ns"]), ms(r["exposed_transfer_ns"]), pct(r["imbalance_pct"]))
@@ -38,12 +41,7 @@ def collective_blocks(c: Collectives) -> list[Block]:
         lines.append(f"{pct(c.exposed_wait_pct)} of the exposed collective time is waiting for "
                      "a late peer; the rest is transfer")  # fmt: skip
     if not c.incomplete.is_empty():
-        first = c.incomplete.row(0, named=True)
-        where = ", ".join(first["present_on"][:4])
-        lines.append(f"{len(c.incomplete)} collective instances are missing on some ranks "
-                     f"(launch counts differ) and are not matched, e.g. {first['channel']} "
-                     f"#{first['k']} of iteration {first['step']} only on {where}; "
-                     "--format json lists them all")  # fmt: skip
+        lines.append(unmatched_line(c))
     if "correction_ns" in c.offsets.columns:
         spread = c.offsets["spread_ns"].max()
         corr = c.offsets["correction_ns"].drop_nulls()
@@ -57,3 +55,25 @@ def collective_blocks(c: Collectives) -> list[Block]:
     if lines:
         blocks.append(Lines(tuple(lines)))
     return blocks
+
+
+def unmatched_line(c: Collectives) -> str:
+    """How many instances were left unmatched because launch counts differ, one named, and how
+    many of them lie where a rank has some but not all of the launches between the same two
+    neighbouring collectives (which of them it lacks is not told apart)."""
+    first = c.incomplete.row(0, named=True)
+    where = ", ".join(first["present_on"][:4]) + (" …" if len(first["present_on"]) > 4 else "")
+    when = (f"of iteration {first['step']}" if first["step"] >= 0
+            else "outside the iterations")  # fmt: skip
+    line = (f"{len(c.incomplete):,} collective instances are not matched (launch counts differ "
+            f"between ranks), e.g. {first['channel']} #{first['k']} {when}, on {where} "
+            "only")  # fmt: skip
+    unsure = (c.incomplete.filter(pl.col("ambiguous_on").list.len() > 0)
+              if "ambiguous_on" in c.incomplete.columns else c.incomplete.clear())  # fmt: skip
+    if not unsure.is_empty():
+        ranks = sorted(set(unsure["ambiguous_on"].explode()))
+        who = ", ".join(ranks[:4]) + (" …" if len(ranks) > 4 else "")
+        line += (f"; {len(unsure):,} of them where {who} had some but not all of the launches "
+                 "between the same two neighbouring collectives, which are not told apart (left "
+                 "unmatched, not guessed)")  # fmt: skip
+    return line + "; --format json lists them all"
