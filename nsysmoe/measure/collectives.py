@@ -8,17 +8,18 @@ name) — a *group*:
 * launch counts differ (a rank lacks a launch: a dropped record, a shorter iteration): the k-th
   launches are different instances after the missing one (matching them called the shift a wait),
   so the group's launches are placed between the *anchors*, the launches of the iteration's
-  equal-count groups (the same instances on every rank). On its rank, ``before`` anchors ended by a
-  launch x's start and ``notafter`` started before its end (the difference: the anchors x overlaps;
-  none as a rule). A blocking collective cannot end on any rank before every peer has started it,
-  so an anchor that ended before x started on one rank cannot start after x ended on another: the
-  [before, notafter] ranges of one instance's launches meet on every pair of ranks. Ranges that
-  meet, over all ranks, are merged into *blocks*; an instance lies in one block on every rank. A
-  block every rank has equally many launches in is matched by order of start. Any other block is
-  left unmatched, never guessed: its instances are listed in ``incomplete`` with the ranks that
-  have all of the block's launches (``present_on``) and those that have only some, where which ones
-  is not in the data (``ambiguous_on``); ``k`` there is the instance's launch number on the ranks
-  that have it (the highest: that of a rank lacking none before it).
+  equal-count groups (the same instances on every rank). On its rank, ``before`` anchors ended by
+  a launch x's start and ``notafter`` started by its end (the difference: the anchors x overlaps
+  or touches; none as a rule). A blocking collective cannot end on any rank before every peer has
+  started it, so an anchor that ended by x's start on one rank started by x's end on every other
+  (start(a, r') ≤ end(a, r) ≤ start(x, r) ≤ end(x, r'): every step ≤, so launches that touch keep
+  it): the [before, notafter] ranges of one instance's launches meet on every pair of ranks.
+  Ranges that meet, over all ranks, are merged into *blocks*; an instance lies in one block on
+  every rank. A block every rank has equally many launches in is matched by order of start. Any
+  other block is left unmatched, never guessed: its instances are listed in ``incomplete`` with
+  the ranks that have all of the block's launches (``present_on``) and those that have only some,
+  where which ones is not in the data (``ambiguous_on``); ``k`` there is the instance's launch
+  number on the ranks that have it (the highest: that of a rank lacking none before it).
 
 Equal counts are taken as the same launches: ranks that each lack a *different* launch of a group
 (or of a block) in equal numbers cannot be told apart by counts; one rank with all of them
@@ -139,8 +140,9 @@ def match(table: pl.DataFrame, n_ranks: int | None = None) -> tuple[pl.DataFrame
 
 def _between(uneven: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     """``uneven`` with ``before`` (the same rank's and iteration's anchors that ended by its
-    start) and ``notafter`` (those that started before its end): the anchors it overlaps lie
-    between. Two as-of joins on running counts, no loop."""
+    start) and ``notafter`` (those that started by its end; an anchor that starts the instant
+    it ends counts, so ranges are never narrower than the argument of the module docstring
+    allows): the anchors it overlaps lie between. Two as-of joins on running counts, no loop."""
     by = ["rank", "step"]
     where = anchors.select(*by, "start", "end").join(uneven.select(by).unique(), on=by, how="semi")
     ended = where.sort("end").with_columns(pl.int_range(1, pl.len() + 1).over(by).alias("before"))
@@ -151,7 +153,7 @@ def _between(uneven: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
         right_on="a_end", by=by, strategy="backward", check_sortedness=False)  # fmt: skip
     out = out.sort("end").join_asof(
         began.select(*by, pl.col("start").alias("a_start"), "notafter"), left_on="end",
-        right_on="a_start", by=by, strategy="backward", allow_exact_matches=False,
+        right_on="a_start", by=by, strategy="backward", allow_exact_matches=True,
         check_sortedness=False)  # fmt: skip
     return out.drop("a_end", "a_start").with_columns(pl.col("before", "notafter").fill_null(0))
 
@@ -160,9 +162,9 @@ def _cut(uneven: pl.DataFrame, anchors: pl.DataFrame, n: int) -> tuple[pl.DataFr
     """The rows of groups with unequal launch counts cut into blocks between the anchors (the
     module docstring): those of blocks every rank has equally many launches of, with ``k`` the
     instance's number; and the instances of the other blocks (:data:`INCOMPLETE_SCHEMA`)."""
-    placed = _between(uneven, anchors).with_columns(  # both 0-length at one instant: lo > hi
-        pl.min_horizontal("before", "notafter").alias("lo"),
-        pl.max_horizontal("before", "notafter").alias("hi"))
+    # before <= notafter: an anchor that ended by x's start began by its end
+    placed = _between(uneven, anchors).with_columns(
+        pl.col("before").alias("lo"), pl.col("notafter").alias("hi"))
     order = {"order_by": ["lo", "hi"]}  # (windows ordered in place: sorts by strings are slow)
     reach = pl.col("hi").cum_max().shift(1).over(GROUP, **order)  # furthest reached before
     placed = placed.with_columns((reach.is_null() | (pl.col("lo") > reach)).alias("new"))
