@@ -67,7 +67,7 @@ def instances(ranks) -> tuple[dict, dict]:
         for r, v in launches[g].items():
             for k, (s, e) in enumerate(v):
                 before = sum(1 for _, ae in anchors[r] if ae <= s)
-                notafter = sum(1 for a_s, _ in anchors[r] if a_s < e)
+                notafter = sum(1 for a_s, _ in anchors[r] if a_s <= e)  # started by its end
                 placed.append((min(before, notafter), max(before, notafter), r, k, (s, e)))
         blocks: list[list] = []
         reach = None
