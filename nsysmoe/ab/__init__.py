@@ -25,9 +25,6 @@ from nsysmoe.measure.steps import auto_skip
 from nsysmoe.model import WHOLE, Scope
 from nsysmoe.results import Comparison, Steps, TraceAnalysis
 
-JSON_SCHEMA = "nsysmoe.comparison"
-JSON_VERSION = 1
-
 
 def common_scope(off: Steps, on: Steps, scope: Scope) -> Scope:
     """For a steady window, keep the iteration numbers both sides have after the warm-up skip."""

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import polars as pl
 
-from nsysmoe import env
 from nsysmoe._version import __version__
 from nsysmoe.fingerprint import file_key
 from nsysmoe.model import Launch, Trace
@@ -37,11 +36,6 @@ META = tuple(f.name for f in fields(Trace) if f.name not in TABLES)
 
 class CacheWarning(UserWarning):
     """The cache could not be used for one trace; the analysis went on without it."""
-
-
-def default_dir() -> Path:
-    """$NSYSMOE_CACHE_DIR, else $XDG_CACHE_HOME/nsysmoe, else ~/.cache/nsysmoe."""
-    return env.cache_dir()
 
 
 def prepare(cache_dir: Path) -> str | None:

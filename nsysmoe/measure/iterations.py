@@ -36,7 +36,9 @@ from nsysmoe.results import ITERATION_SCHEMA, Steps
 
 def assign_rows(s: np.ndarray, e: np.ndarray, starts: np.ndarray,
                 ends: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
-    """:func:`assign` on arrays: (row index, window, clipped start, clipped end) per piece."""
+    """Each row once per window it meets (windows sorted, starts and ends non-decreasing),
+    clipped to it; a zero-length row belongs to the window its instant falls in: (row index,
+    window, clipped start, clipped end) per piece."""
     first = np.searchsorted(ends, s, side="right")  # first window ending after s
     last = np.searchsorted(starts, np.maximum(e, s + 1), side="left") - 1  # last starting before e
     count = np.clip(last - first + 1, 0, None)
@@ -48,15 +50,6 @@ def assign_rows(s: np.ndarray, e: np.ndarray, starts: np.ndarray,
         offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
         win = (first[rows] + offset).astype(np.int64)
     return rows, win, np.maximum(s[rows], starts[win]), np.minimum(e[rows], ends[win])
-
-
-def assign(work: pl.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pl.DataFrame:
-    """Each row once per window it meets (windows sorted, starts and ends non-decreasing),
-    clipped to it; a zero-length row belongs to the window its instant falls in."""
-    rows, win, s, e = assign_rows(work["start"].to_numpy(), work["end"].to_numpy(), starts, ends)
-    return work[rows].with_columns(
-        pl.Series("window", win, dtype=pl.Int64), pl.Series("start", s), pl.Series("end", e)
-    )
 
 
 def _gpu_windows(gpu: Arrays, ops: Arrays | None, lo: np.ndarray,

@@ -41,11 +41,6 @@ def named_like(nvtx: pl.DataFrame, pattern: str) -> pl.DataFrame:
     return nvtx.filter(hit.scatter(also, True) if len(also) else hit)
 
 
-def normalized_name() -> pl.Expr:
-    """The display name without the :data:`NVTX_NOISE` suffixes."""
-    return display_name().str.replace_all(NVTX_NOISE, "")
-
-
 def nvtx_totals(
     nvtx: pl.DataFrame, window: Window = WHOLE_TRACE, *, normalize: bool = True
 ) -> pl.DataFrame:

@@ -24,7 +24,7 @@ import polars as pl
 from nsysmoe.classify import regex_error
 from nsysmoe.enclosing import enclosing_pairs
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.measure.channels import METRICS, channel_table, coded_rows
+from nsysmoe.measure.channels import channel_table, coded_rows
 from nsysmoe.measure.nvtx import display_name
 from nsysmoe.measure.overlap import COMM, class_code, hidden_pct_expr
 from nsysmoe.model import WHOLE_TRACE, Window
@@ -45,7 +45,6 @@ DEFAULT_PHASES = (
     + r"|(?i:\blayers?[_. ]?\d+\b)"
 )
 LAYER = r"(?i)\blayers?[_. ]?(\d+)"
-PHASE_METRICS = tuple(m for m in METRICS if m != "exposed_only_ns")
 PHASE_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64, "device": pl.Int64, "phase": pl.String, "instances": pl.Int64,
     "count": pl.Int64, "comm_ns": pl.Int64, "hidden_ns": pl.Int64, "exposed_ns": pl.Int64,

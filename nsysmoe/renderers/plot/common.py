@@ -124,12 +124,6 @@ def short_ranks(ranks: Sequence[str], limit: int = 34) -> list[str]:
     return distinct(keep, limit)
 
 
-def short_rank(rank: str, limit: int = 34) -> str:
-    """One rank label as :func:`short_ranks` shows it on its own (only for a label with no
-    neighbours; labels shown together go through :func:`short_ranks`)."""
-    return short_ranks([rank], limit)[0]
-
-
 def side_names(sides: Sequence[Side]) -> list[str]:
     """The sides' names (``Side.name``: "overlap off", …) cut as the report's tables cut them
     (:func:`~nsysmoe.renderers.names.side_labels`), told apart by their place ("off", "on")
