@@ -16,8 +16,9 @@ checkout never serves an older code's result), the installed polars/numpy/rich/c
 * ``report-<key>.txt``: a rendered report, keyed on everything rendering depends on (the CLI's
   :func:`nsysmoe.cli` fast path serves it without importing polars).
 
-Writes go to a temporary name and are renamed into place (atomic); a damaged entry is removed
-and rebuilt; nothing here raises for the cache's sake: a store that fails returns a note.
+Writes go to a temporary folder renamed into place (atomic: :func:`nsysmoe.cache_entry.write`);
+a damaged entry is removed and rebuilt; nothing here raises for the cache's sake: a store that
+fails returns a note.
 """
 
 from __future__ import annotations
@@ -26,13 +27,11 @@ import dataclasses
 import importlib
 import io
 import json
-import os
-import shutil
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nsysmoe import cache_entry
 from nsysmoe._version import __version__
 from nsysmoe.fingerprint import digest, file_key, libraries, source_hash
 
@@ -84,7 +83,7 @@ def load(cache_dir: Path, name: str) -> Any | None:
                                                                               strict=True)]
         return _decode(doc["result"], tables)
     except Exception:  # noqa: BLE001 - damaged in any way: rebuilt, never fatal
-        _remove(entry)
+        cache_entry.remove(entry)
         return None
 
 
@@ -93,26 +92,23 @@ def store(cache_dir: Path, name: str, result: object) -> str | None:
     entry = _entry(cache_dir, name)
     if (entry / "result.json").is_file():
         return None
-    tmp = entry.with_name(f".tmp-{uuid.uuid4().hex}")
     try:
         tables: list[bytes] = []
         doc = _encode(result, tables)
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir()
         bounds, at = [], 0
         for t in tables:
             at += len(t)
             bounds.append(at)
-        (tmp / "tables.arrow").write_bytes(b"".join(tables))
-        (tmp / "result.json").write_text(json.dumps({"tables": bounds, "result": doc}))
-        _put(tmp, entry, "result.json")
+
+        def fill(folder: Path) -> None:
+            (folder / "tables.arrow").write_bytes(b"".join(tables))
+            (folder / "result.json").write_text(json.dumps({"tables": bounds, "result": doc}))
+
+        cache_entry.write(entry, "result.json", fill)
         return None
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is a note, not fatal
         reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
         return f"--cache: could not store a result in {cache_dir} ({reason}); computed without it"
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def through(
@@ -137,49 +133,18 @@ def load_text(cache_dir: Path, name: str) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeError, ValueError):
-        _remove(entry)
+        cache_entry.remove(entry)
         return None
 
 
 def store_text(cache_dir: Path, name: str, text: str) -> None:
     """Store the report ``text`` as ``name``, silently not when it cannot be (the result entry
     reports a cache that cannot be written)."""
-    entry = _entry(cache_dir, name)
-    tmp = entry.with_name(f".tmp-{uuid.uuid4().hex}")
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir()
-        (tmp / "report.txt").write_text(text, encoding="utf-8")
-        _put(tmp, entry, "report.txt")
+        cache_entry.write(_entry(cache_dir, name), "report.txt",
+                          lambda folder: (folder / "report.txt").write_text(text, encoding="utf-8"))
     except OSError:
         pass
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _put(tmp: Path, entry: Path, marker: str) -> None:
-    """Rename the finished ``tmp`` folder to ``entry`` (atomic); a half-deleted entry (no
-    ``marker``) is replaced, one another process stored first is kept."""
-    if entry.exists() or entry.is_symlink():
-        if (entry / marker).is_file():
-            return
-        _remove(entry)
-    try:
-        os.replace(tmp, entry)
-    except OSError:
-        if not (entry / marker).is_file():
-            raise
-
-
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry, ignore_errors=True)
-    else:
-        try:
-            entry.unlink()
-        except OSError:
-            pass
 
 
 # --- encoding -----------------------------------------------------------------------------------

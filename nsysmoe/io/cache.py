@@ -4,18 +4,16 @@ What the key covers: the file's fingerprint (:func:`nsysmoe.fingerprint.file_key
 path, device, inode, size, mtime and content hash), the nsysmoe version and the cache format.
 
 Entries are the canonical tables as Arrow IPC files (fast to map back), written to a temporary
-folder and renamed into place atomically; folders and files are created with the user's umask
-(a shared cache folder stays shared). The cache never stops an analysis: a damaged entry is
-removed and rebuilt, a folder that cannot be used is reported (:func:`prepare`) and skipped, and
-an entry that cannot be stored is a note (:func:`store` returns it; the API raises it as a
-:class:`CacheWarning`).
+folder and renamed into place atomically (:func:`nsysmoe.cache_entry.write`); folders and files
+are created with the user's umask (a shared cache folder stays shared). The cache never stops an
+analysis: a damaged entry is removed and rebuilt, a folder that cannot be used is reported
+(:func:`prepare`) and skipped, and an entry that cannot be stored is a note (:func:`store`
+returns it; the API raises it as a :class:`CacheWarning`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import fields
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe import cache_entry
 from nsysmoe._version import __version__
 from nsysmoe.fingerprint import file_key
 from nsysmoe.model import Launch, Trace
@@ -94,48 +93,29 @@ def load(cache_dir: Path, path: Path, name: str | None = None) -> Trace | None:
         tables = {t: pl.read_ipc(entry / f"{t}.arrow") for t in TABLES}
         return Trace(**meta, **tables)
     except Exception:  # noqa: BLE001 - damaged in any way: rebuilt, never fatal
-        _remove(entry)
+        cache_entry.remove(entry)
         return None
 
 
 def store(cache_dir: Path, path: Path, trace: Trace, name: str | None = None) -> str | None:
     """Store ``trace`` as the entry of ``path`` (``name``, default its :func:`key`): None, or
     why it could not be (one line)."""
-    tmp = cache_dir / f".tmp-{uuid.uuid4().hex}"
+
+    def fill(folder: Path) -> None:
+        for t in TABLES:
+            getattr(trace, t).write_ipc(folder / f"{t}.arrow")
+        meta = {name: getattr(trace, name) for name in META}
+        meta["warnings"] = list(meta["warnings"])
+        meta["launch"] = trace.launch.to_dict()
+        (folder / "meta.json").write_text(json.dumps(meta))
+
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         entry = cache_dir / (name or key(path))
         if (entry / "meta.json").is_file():
             return None
-        tmp.mkdir()  # mode 0777 & ~umask, unlike tempfile.mkdtemp's 0700
-        for t in TABLES:
-            getattr(trace, t).write_ipc(tmp / f"{t}.arrow")
-        meta = {name: getattr(trace, name) for name in META}
-        meta["warnings"] = list(meta["warnings"])
-        meta["launch"] = trace.launch.to_dict()
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        if entry.exists() or entry.is_symlink():
-            _remove(entry)  # an entry without meta.json: left half-deleted, replaced
-        try:
-            os.replace(tmp, entry)
-        except OSError:
-            if (entry / "meta.json").is_file():
-                return None  # another process stored the same entry first
-            raise
+        cache_entry.write(entry, "meta.json", fill)
         return None
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is a note, not fatal
         reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
         return f"--cache: could not store {path} in {cache_dir} ({reason}); read without the cache"
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry, ignore_errors=True)
-    else:
-        try:
-            entry.unlink()
-        except OSError:
-            pass
