@@ -1,4 +1,4 @@
-"""Versioned JSON for CI (documented in the README, section "JSON output"): one envelope for
+"""Versioned JSON for CI (documented in docs/json.md): one envelope for
 every result type, the body being the result's own ``to_dict()``."""
 
 from __future__ import annotations
