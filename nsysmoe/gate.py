@@ -15,7 +15,14 @@ from nsysmoe.ab.metrics import CHANNEL_METRIC_ROWS, flat_values
 from nsysmoe.ab.verdict import Condition, failing, parse_condition
 from nsysmoe.measure.channels import CHANNEL_ORDER
 from nsysmoe.measure.overlap import hidden_pct
-from nsysmoe.results import Comparison, Graphs, RanksAnalysis, RanksComparison, TraceAnalysis
+from nsysmoe.results import (
+    Collectives,
+    Comparison,
+    Graphs,
+    RanksAnalysis,
+    RanksComparison,
+    TraceAnalysis,
+)
 
 
 @singledispatch
@@ -64,6 +71,19 @@ def _channel_values(totals: pl.DataFrame) -> dict[str, float | None]:
     return out
 
 
+#: per-rank collective totals (each rank's union over its channels) whose worst rank
+#: ``--fail-if`` tests: ``max_rank_exposed_wait_ns>5e6``
+RANK_WAIT_VALUES = ("wait_ns", "exposed_wait_ns", "transfer_ns", "exposed_transfer_ns")
+
+
+def _wait_values(c: Collectives, suffix: str = "") -> dict[str, float | None]:
+    """``max_rank_METRIC``: the largest rank total (None where no collective matched across
+    ranks, so a condition on it fails rather than passes)."""
+    t = c.rank_totals
+    return {f"max_rank_{m}{suffix}": None if t.is_empty() else float(t[m].max())
+            for m in RANK_WAIT_VALUES}  # fmt: skip
+
+
 def _comparison_values(c: Comparison) -> dict[str, float | None]:
     """The metric rows' values; the graph rows exist only where a side ran graphs, so a
     graph-free A/B still answers ``graph_unknown_ns`` (0 on both sides); channel keys of the
@@ -71,15 +91,17 @@ def _comparison_values(c: Comparison) -> dict[str, float | None]:
     none = {f"graph_unknown_ns{s}": 0.0 for s in ("", "_off", "_delta")}
     channels = {f"{ch}.{m}{s}": None for ch in CHANNEL_ORDER for m in CHANNEL_METRIC_ROWS
                 for s in ("", "_off", "_delta")}  # fmt: skip
-    return none | channels | flat_values(c.rows, c.contract.matched)
+    waits = _wait_values(c.on.analysis.collectives) | _wait_values(c.off.analysis.collectives,
+                                                                    "_off")  # fmt: skip
+    return none | channels | waits | flat_values(c.rows, c.contract.matched)
 
 
 values.register(TraceAnalysis,
                 lambda a: _gpu_values(a.gpus) | _graph_values(a.graphs, a.totals.active_ns)
-                | _channel_values(a.channel_totals))
+                | _channel_values(a.channel_totals) | _wait_values(a.collectives))
 values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_values(
     run.graphs, sum(a.totals.active_ns for a in run.analyses)) | _channel_values(
-    run.channel_totals))
+    run.channel_totals) | _wait_values(run.collectives))
 values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
 

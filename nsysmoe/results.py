@@ -153,8 +153,9 @@ def _by_channel(table: pl.DataFrame, drop: tuple[str, ...]) -> dict[str, dict[st
 @dataclass(frozen=True)
 class Collectives:
     """Collectives matched across ranks (:mod:`nsysmoe.measure.collectives`): the clock offsets
-    applied (rank, offset_ns, basis), wait vs transfer per (rank, channel), the straggler per
-    channel, and the instances some ranks lack (key, ranks that have it)."""
+    applied (rank, offset_ns, basis), wait vs transfer per (rank, channel) and per rank over
+    all its channels (``rank_totals``: unions, overlapping channels counted once), the
+    straggler per channel, and the instances some ranks lack (key, ranks that have it)."""
 
     offsets: pl.DataFrame
     waits: pl.DataFrame
@@ -164,6 +165,7 @@ class Collectives:
     #: exposed wait / exposed collective time (%), and the imbalance knobs when it dominates
     exposed_wait_pct: float | None = None
     knobs: tuple[str, ...] = ()
+    rank_totals: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     @property
     def imbalanced(self) -> bool:
@@ -182,6 +184,7 @@ class Collectives:
             "knobs": list(self.knobs),
             "offsets": self.offsets.to_dicts(),
             "waits": self.waits.to_dicts(),
+            "rank_totals": self.rank_totals.to_dicts(),
             "stragglers": self.stragglers.to_dicts(),
             "incomplete": self.incomplete.to_dicts(),
         }
@@ -716,7 +719,8 @@ class RanksComparison:
             "labels": {"off": self.labels[0], "on": self.labels[1]},
             "matched": self.matched,
             "contract_notes": list(self.contract_notes),
-            "metrics": [r.to_dict() for r in self.rows],
+            "metrics": [r.to_dict() | {"per_rank": [v.to_dict() for v in r.per_rank]}
+                        for r in self.rows],
             "verdicts": [v.to_dict() for v in self.verdicts],
             "per_rank": self.per_rank.to_dicts(),
             "collectives": {"off": self.collectives_off.to_dict(),

@@ -4,6 +4,7 @@ file per rank with its own session start, give the same numbers."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,14 @@ def test_one_multi_process_export(tmp_path: Path, ddl: str) -> None:
     (spec,), truth = straggler_scenario(layout="multi")
     result = analyze(write_export(tmp_path / "run.sqlite", spec, ddl))
     assert_equal_truth(result.collectives, truth)
+    from nsysmoe.gate import values
+
+    gate = values(result)
+    for field in FIELDS:  # the worst rank over all its channels
+        assert gate[f"max_rank_{field}"] == result.collectives.rank_totals[field].max()
+    assert result.collectives.rank_totals["channels"].to_list() == [3] * 4
     text = render(result, "terminal")
+    assert "Per rank, all channels together" in text
     straggler = truth["scenario"]["straggler_pid"]
     assert f":{straggler}:" in text.split("straggler (ep.dispatch):")[1].split("\n")[0]
 
@@ -76,3 +84,45 @@ def test_align_collectives_keeps_a_consistent_run(tmp_path: Path) -> None:
     assert set(run.collectives.offsets["correction_ns"]) == {0}
     assert run.collectives.offsets["spread_ns"].max() == 0
     assert_equal_truth(run.collectives, truth)
+
+
+def test_ab_of_two_runs_has_per_rank_values_and_wait_totals(tmp_path: Path) -> None:
+    """``off_dir/ on_dir/``: every metric row carries each rank's own values (rank i = pair i),
+    and the collective rows are each rank's total over its channels, summed over ranks, with
+    the rank's total in ``per_rank``; --fail-if sees them."""
+    from nsysmoe.api import compare_many
+    from nsysmoe.gate import values
+
+    dirs = []
+    for side, delay in (("off", 400_000), ("on", 100_000)):
+        specs, _ = straggler_scenario(layout="files", delay_ns=delay)
+        (tmp_path / side).mkdir()
+        dirs.append([str(write_export(tmp_path / side / f"{s.label}.sqlite", s, "3.28.1"))
+                     for s in specs])  # fmt: skip
+    rc = compare_many(*dirs, executor=Executor(1))
+    rows = {r.key: r for r in rc.rows}
+    assert len(rc.pairs) == 4
+    for r in rc.rows:
+        assert [v.rank for v in r.per_rank] == [0, 1, 2, 3], r.key
+    for i, p in enumerate(rc.pairs):
+        for key in ("step_time_ns", "exposed_ns", "hidden_pct", "kernels"):
+            v = rows[key].per_rank[i]
+            assert (v.off, v.on) == (p.row(key).off, p.row(key).on), key
+            assert v.pid_off == int(p.off.analysis.gpus["pid"][0])
+    for side, c in (("off", rc.collectives_off), ("on", rc.collectives_on)):
+        totals = c.rank_totals.sort("rank")
+        assert len(totals) == 4
+        for key, field in (("collective_wait_ns", "wait_ns"),
+                           ("collective_exposed_wait_ns", "exposed_wait_ns"),
+                           ("collective_transfer_ns", "transfer_ns")):  # fmt: skip
+            per = [getattr(v, side) for v in rows[key].per_rank]
+            assert per == totals[field].to_list(), (side, key)
+            assert getattr(rows[key], side) == sum(per)
+    assert rows["collective_wait_ns"].on < rows["collective_wait_ns"].off
+    gate = values(rc)
+    assert gate["collective_exposed_wait_ns_delta"] == rows["collective_exposed_wait_ns"].delta
+    js = json.loads(render(rc, "json"))
+    wait = next(m for m in js["metrics"] if m["key"] == "collective_wait_ns")
+    assert [v["off"] for v in wait["per_rank"]] == [v.off for v in rows["collective_wait_ns"]
+                                                     .per_rank]  # fmt: skip
+    assert all(m["per_rank"] for m in js["metrics"])

@@ -4,6 +4,7 @@ compared on its own, then summed into one table."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -11,7 +12,15 @@ import polars as pl
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
 from nsysmoe.measure.collectives import across_files
 from nsysmoe.measure.overlap import hidden_pct
-from nsysmoe.results import Comparison, Failure, MetricRow, RanksComparison
+from nsysmoe.results import (
+    Collectives,
+    Comparison,
+    Failure,
+    MetricRow,
+    RanksComparison,
+    RankValue,
+    TraceAnalysis,
+)
 
 #: rows whose cross-rank value is a median of per-rank values, not a sum
 MEDIAN_KEYS = {"step_time_ns", "gemm_median_ns", "attention_median_ns"}
@@ -27,7 +36,8 @@ def _combine(key: str, unit: str, values: list[float | int | None]) -> float | i
 def summed_rows(pairs: tuple[Comparison, ...]) -> tuple[MetricRow, ...]:
     """Per metric: durations and counts summed over ranks, medians of the per-rank medians,
     every hidden % (all communication, each channel) recomputed from the summed union and
-    exposed times. A row some pairs lack (a channel, CUDA graphs) counts as absent there."""
+    exposed times. A row some pairs lack (a channel, CUDA graphs) counts as absent there.
+    ``per_rank``: pair i's own row as rank i (:func:`rank_values`)."""
     templates: dict[str, MetricRow] = {}
     for p in pairs:
         for r in p.rows:
@@ -52,7 +62,65 @@ def summed_rows(pairs: tuple[Comparison, ...]) -> tuple[MetricRow, ...]:
                 note = "Σ hidden / Σ comm over ranks"
                 rows[key] = MetricRow(key, t.label, "pct", pct(comm.off, exposed.off),
                                       pct(comm.on, exposed.on), t.better, note)  # fmt: skip
-    return tuple(rows.values())
+    return tuple(replace(r, per_rank=rank_values(pairs, [rows_of.get(r.key) for rows_of in
+                                                         by_pair])) for r in rows.values())
+
+
+def _pid(a: TraceAnalysis) -> int | None:
+    """The file's process, where it holds one (a file per rank), else None."""
+    pids = a.gpus["pid"].unique()
+    return int(pids[0]) if len(pids) == 1 else None
+
+
+def rank_values(pairs: tuple[Comparison, ...],
+                per: list[MetricRow | None]) -> tuple[RankValue, ...]:  # fmt: skip
+    """Rank i of a run is its i-th file by sorted name (pair i): its values of one row are the
+    pair's own (None where the pair lacks the row), its pids the files' process where a file
+    holds one."""
+    return tuple(
+        RankValue(i, _pid(p.off.analysis), _pid(p.on.analysis), r.off if r else None,
+                  r.on if r else None)
+        for i, (p, r) in enumerate(zip(pairs, per, strict=True))
+    )  # fmt: skip
+
+
+#: collective rows of an A/B of runs: (key, label, the rank total's field, better)
+WAIT_ROWS = (
+    ("collective_wait_ns", "collective wait for the last peer", "wait_ns", "lower"),
+    ("collective_exposed_wait_ns", "collective wait, exposed", "exposed_wait_ns", "lower"),
+    ("collective_transfer_ns", "collective transfer after the last arrival", "transfer_ns", None),
+)
+
+
+def _file_totals(c: Collectives, a: TraceAnalysis, field: str) -> int | None:
+    """One file's ranks' totals over their channels (:attr:`Collectives.rank_totals`), summed
+    over its GPUs; None where none of them has a matched collective."""
+    if c.rank_totals.is_empty():
+        return None
+    name = Path(a.path).name
+    mine = {f"{name}:{pid}:{dev}" for pid, dev in a.gpus.select("pid", "device").iter_rows()}
+    rows = c.rank_totals.filter(pl.col("rank").is_in(mine))
+    return None if rows.is_empty() else int(rows[field].sum())
+
+
+def wait_rows(pairs: tuple[Comparison, ...], off: Collectives,
+              on: Collectives) -> tuple[MetricRow, ...]:  # fmt: skip
+    """Wait, exposed wait and transfer of the collectives matched across each run's ranks: each
+    rank's total over its channels (overlapping channels counted once), summed over ranks, with
+    every rank's own in ``per_rank``; none where neither run matched a collective."""
+    if off.rank_totals.is_empty() and on.rank_totals.is_empty():
+        return ()
+    rows = []
+    for key, label, field, better in WAIT_ROWS:
+        per = tuple(RankValue(i, _pid(p.off.analysis), _pid(p.on.analysis),
+                              _file_totals(off, p.off.analysis, field),
+                              _file_totals(on, p.on.analysis, field))
+                    for i, p in enumerate(pairs))  # fmt: skip
+        total = [None if c.rank_totals.is_empty() else int(c.rank_totals[field].sum())
+                 for c in (off, on)]  # fmt: skip
+        rows.append(MetricRow(key, label, "ns", *total, better,
+                              "each rank's union over its channels, summed over ranks", per))
+    return tuple(rows)
 
 
 def per_rank(pairs: tuple[Comparison, ...]) -> pl.DataFrame:
@@ -86,15 +154,15 @@ def compare_runs(results: list[Comparison | Failure], n_off: int, n_on: int) -> 
         notes.append(f"{len(failures)} pair(s) could not be analysed")
     if not pairs:
         return RanksComparison((), failures, (), (), pl.DataFrame(), False, tuple(notes))
-    rows = summed_rows(pairs)
+    off = across_files(tuple(p.off.analysis for p in pairs))
+    on = across_files(tuple(p.on.analysis for p in pairs))
+    rows = summed_rows(pairs) + wait_rows(pairs, off, on)
     verdicts = []
     for key, (col, relative) in JUDGED.items():
         off_it = pl.concat([p.off.analysis.iterations[col] for p in pairs])
         on_it = pl.concat([p.on.analysis.iterations[col] for p in pairs])
         verdicts.append(judge(next(r for r in rows if r.key == key),
                               noise_floor(off_it, on_it, relative=relative)))  # fmt: skip
-    off = across_files(tuple(p.off.analysis for p in pairs))
-    on = across_files(tuple(p.on.analysis for p in pairs))
     named = {(p.off.name, p.on.name) for p in pairs}
     labels = named.pop() if len(named) == 1 else ("off", "on")
     return RanksComparison(pairs, failures, rows, tuple(verdicts), per_rank(pairs),

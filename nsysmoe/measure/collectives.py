@@ -66,6 +66,13 @@ WAIT_SCHEMA: dict[str, pl.DataType] = {
     "transfer_ns": pl.Int64, "exposed_wait_ns": pl.Int64, "exposed_transfer_ns": pl.Int64,
     "imbalance_pct": pl.Float64,
 }  # fmt: skip
+#: per rank, all its channels together: each figure the union over its channels (time two
+#: channels share counts once), so they answer "how long did this rank wait in all"
+TOTAL_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.String, "channels": pl.Int64, "instances": pl.Int64, "wait_ns": pl.Int64,
+    "transfer_ns": pl.Int64, "exposed_wait_ns": pl.Int64, "exposed_transfer_ns": pl.Int64,
+    "imbalance_pct": pl.Float64,
+}  # fmt: skip
 STRAGGLER_SCHEMA: dict[str, pl.DataType] = {
     "channel": pl.String, "rank": pl.String, "last_count": pl.Int64, "instances": pl.Int64,
     "caused_wait_ns": pl.Int64,
@@ -203,21 +210,38 @@ def wait_split(rows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, channel): instances, wait, transfer and their exposed parts
     (:data:`WAIT_SCHEMA`); ``busy``: per rank, ⋃K ∩ ⋃C (:func:`compute_under_comm`) with a
     ``rank`` column. Loops run per rank and channel, never per kernel."""
+    return _split(rows, busy, ["rank", "channel"]).select(list(WAIT_SCHEMA))
+
+
+def rank_totals(rows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, all its channels at once (:data:`TOTAL_SCHEMA`): the unions of every channel's
+    wait, transfer and their exposed parts, so two channels waiting at the same time count
+    that time once (the per-channel rows added up would count it twice). ``channels``: how
+    many channels it had matched instances of; ``imbalance_pct`` = 100 · wait / (wait +
+    transfer) of these unions (one channel's wait may overlap another's transfer)."""
+    return _split(rows, busy, ["rank"]).select(list(TOTAL_SCHEMA))
+
+
+def _split(rows: pl.DataFrame, busy: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Channels, instances, wait, transfer and their exposed parts per group ``by`` (rank
+    first; :data:`WAIT_SCHEMA` and :data:`TOTAL_SCHEMA` together): each figure the exact
+    union of the group's intervals, the exposed ones less the rank's compute."""
     out = []
     under = busy.partition_by("rank", as_dict=True)
-    for (rank, channel), g in sorted(rows.partition_by("rank", "channel", as_dict=True).items()):
-        b = under.get((rank,))
+    for key, g in sorted(rows.partition_by(*by, as_dict=True).items()):
+        b = under.get((key[0],))
         k = (IntervalSet.from_arrays(b["start"].to_numpy(), b["end"].to_numpy())
              if b is not None else IntervalSet.empty())  # fmt: skip
         s, w, e = (g[c].to_numpy() for c in ("start", "wait_end", "end"))
         wait, exposed_wait = _exposed(s, w, k)
         transfer, exposed_transfer = _exposed(w, e, k)
         total = wait + transfer
-        out.append({"rank": rank, "channel": channel, "instances": len(g), "wait_ns": wait,
+        out.append({"rank": key[0], "channel": key[1] if len(key) > 1 else None,
+                    "channels": g["channel"].n_unique(), "instances": len(g), "wait_ns": wait,
                     "transfer_ns": transfer, "exposed_wait_ns": exposed_wait,
                     "exposed_transfer_ns": exposed_transfer,
                     "imbalance_pct": 100.0 * wait / total if total else None})  # fmt: skip
-    return pl.DataFrame(out, schema=WAIT_SCHEMA, orient="row")
+    return pl.DataFrame(out, schema=WAIT_SCHEMA | TOTAL_SCHEMA, orient="row")
 
 
 def stragglers(rows: pl.DataFrame) -> pl.DataFrame:
@@ -311,6 +335,7 @@ def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
     return Collectives(
         offsets=offsets,
         waits=waits,
+        rank_totals=rank_totals(rows, busy),
         stragglers=named,
         incomplete=missing,
         matched=rows.select(KEY).unique().height,

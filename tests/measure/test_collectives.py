@@ -6,6 +6,7 @@ all-reduce export against an independent reading of its rows."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from pathlib import Path
@@ -129,6 +130,16 @@ def brute(ranks):
         out[(f"r{r}", ch)] = {"instances": n_inst, "wait_ns": len(w), "transfer_ns": len(t),
                               "exposed_wait_ns": len(w - busy[r]),
                               "exposed_transfer_ns": len(t - busy[r])}  # fmt: skip
+    # per rank, all channels: the union of the channels' sets of ns (a shared ns counts once)
+    for r in {r for r, _ in inst}:
+        chans = [ch for q, ch in inst if q == r]
+        w = set().union(*(wait[(r, ch)] for ch in chans))
+        t = set().union(*(transfer[(r, ch)] for ch in chans))
+        out[(f"r{r}", None)] = {"channels": len(chans),
+                                "instances": sum(inst[(r, ch)] for ch in chans),
+                                "wait_ns": len(w), "transfer_ns": len(t),
+                                "exposed_wait_ns": len(w - busy[r]),
+                                "exposed_transfer_ns": len(t - busy[r])}  # fmt: skip
     strag = {}
     for ch, counts in last_of.items():
         best = sorted(counts.items(), key=lambda kv: (-kv[1], f"r{kv[0]}"))[0]
@@ -153,12 +164,39 @@ def test_wait_transfer_and_straggler_equal_brute_force(ranks) -> None:
     assert {(r["step"], r["channel"], r["name"], r["k"]): (r["present_on"], r["ambiguous_on"])
             for r in c.incomplete.iter_rows(named=True)} == unmatched  # fmt: skip
     got = {(r["rank"], r["channel"]): r for r in c.waits.iter_rows(named=True)}
+    got |= {(r["rank"], None): r for r in c.rank_totals.iter_rows(named=True)}
     assert set(got) == set(want)
     for key, w in want.items():
         assert {f: got[key][f] for f in w} == w, key
     got_s = {r["channel"]: (r["rank"], r["last_count"], r["caused_wait_ns"])
              for r in c.stragglers.iter_rows(named=True)}  # fmt: skip
     assert got_s == strag
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(rank, min_size=2, max_size=4))
+def test_rank_totals_are_unions_over_channels(ranks) -> None:
+    """Each rank's total over its channels against the brute force's union of their ns sets."""
+    a, b = tables(ranks)
+    c = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks))
+    want = {r: w for (r, ch), w in brute(ranks)[0].items() if ch is None}
+    got = {r["rank"]: r for r in c.rank_totals.iter_rows(named=True)}
+    assert set(got) == set(want)
+    for r, w in want.items():
+        assert {f: got[r][f] for f in w} == w, r
+
+
+def test_rank_total_counts_time_two_channels_share_once() -> None:
+    """r0 waits in both channels over [0, 8) at once: 8 ns in all, not the channels' 16."""
+    ranks = [([("ep.dispatch", "a", 0, 0, 10), ("nccl.allreduce", "n", 0, 0, 12)], [(9, 20)]),
+             ([("ep.dispatch", "a", 0, 8, 10), ("nccl.allreduce", "n", 0, 8, 12)], [])]
+    a, busy = tables(ranks)
+    c = summarize(a, busy, pl.DataFrame(), n_ranks=2)
+    assert c.waits.filter(pl.col("rank") == "r0")["wait_ns"].to_list() == [8, 8]
+    total = c.rank_totals.row(0, named=True)
+    assert total == {"rank": "r0", "channels": 2, "instances": 2, "wait_ns": 8,
+                     "transfer_ns": 4, "exposed_wait_ns": 8, "exposed_transfer_ns": 1,
+                     "imbalance_pct": pytest.approx(100 * 8 / 12)}  # fmt: skip
 
 
 @settings(max_examples=100, deadline=None)
@@ -233,6 +271,43 @@ def test_six_rank_allreduce_against_its_rows(traces: Path, align: bool) -> None:
         assert set(got[r]["transfer_ns"] for r in got) == {e - latest for _, e in rows.values()}
         # the rank everyone waits for is the one with the least communication time
         assert last == min(rows, key=lambda r: got[r]["wait_ns"] + got[r]["transfer_ns"])
+
+
+def _merged_length(spans: list[tuple[int, int]]) -> int:
+    """|⋃ spans| by a sort-and-sweep merge written here, apart from IntervalSet."""
+    total, end = 0, None
+    for s, e in sorted(x for x in spans if x[1] > x[0]):
+        if end is None or s > end:
+            total, end = total + e - s, e
+        elif e > end:
+            total, end = total + e - end, e
+    return total
+
+
+def test_six_rank_json_has_one_total_row_per_rank_equal_to_the_union(traces: Path) -> None:
+    """``nsysmoe analyze DIR --format json``: one ``rank_totals`` row per rank, each figure the
+    union of the rank's own waits and transfers rebuilt from its kernel rows (sqlite3, an own
+    merge; no compute runs, so the exposed parts are the whole)."""
+    from click.testing import CliRunner
+
+    from nsysmoe.cli import cli
+
+    folder = traces / "nsys/nccl-allreduce-6ranks"
+    out = CliRunner().invoke(cli, ["analyze", str(folder), "--jobs", "1", "--format", "json"],
+                             catch_exceptions=False)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    c = json.loads(out.output)["collectives"]
+    rows = _independent(sorted(folder.glob("*.sqlite")))
+    latest = max(s for s, _ in rows.values())
+    totals = {r["rank"]: r for r in c["rank_totals"]}
+    assert len(c["rank_totals"]) == len(totals) == 6 and set(totals) == set(rows)
+    for rank, (s, e) in rows.items():
+        m = min(latest, e)
+        wait, transfer = _merged_length([(s, m)]), _merged_length([(m, e)])
+        want = {"wait_ns": wait, "transfer_ns": transfer, "exposed_wait_ns": wait,
+                "exposed_transfer_ns": transfer, "channels": 1, "instances": 1}
+        assert {k: totals[rank][k] for k in want} == want, rank
+    assert sum(t["wait_ns"] for t in totals.values()) == 59_481_575
 
 
 def test_mostly_waiting_is_an_imbalance_verdict() -> None:

@@ -1,6 +1,6 @@
 """What a report says about collectives matched across ranks (:class:`~nsysmoe.results.
-Collectives`): the clock each rank was put on, wait vs transfer per rank and channel, and the rank
-everyone waits for."""
+Collectives`): the clock each rank was put on, wait vs transfer per rank and channel and per rank
+over all its channels, and the rank everyone waits for."""
 
 from __future__ import annotations
 
@@ -52,9 +52,34 @@ def collective_blocks(c: Collectives) -> list[Block]:
         lines.append(f"files put on one clock by their session starts (offsets up to "
                      f"{ms(int(c.offsets['offset_ns'].max()))} ms)")  # fmt: skip
     blocks: list[Block] = [Table(title, header, rows, (False, False) + (True,) * 6)]
+    if (totals := total_table(c)) is not None:
+        blocks.append(totals)
+    elif not c.rank_totals.is_empty():
+        lines.insert(0, "each rank has one channel here: its row is its total over channels")
     if lines:
         blocks.append(Lines(tuple(lines)))
     return blocks
+
+
+def total_table(c: Collectives) -> Table | None:
+    """Each rank over all its channels (:func:`~nsysmoe.measure.collectives.rank_totals`):
+    "how long did this rank wait in all", where adding its channel rows would count time two
+    channels share twice; None where no rank has two channels (its channel row is its total)."""
+    t = c.rank_totals
+    if t.is_empty() or int(t["channels"].max()) < 2:
+        return None
+    rows = tuple(
+        (r["rank"], count(r["channels"]), count(r["instances"]), ms(r["wait_ns"]),
+         ms(r["transfer_ns"]), ms(r["exposed_wait_ns"]), ms(r["exposed_transfer_ns"]),
+         pct(r["imbalance_pct"]))
+        for r in t.head(TOP_ROWS).iter_rows(named=True)
+    )  # fmt: skip
+    header = ("rank", "channels", "instances", "wait ms", "transfer ms", "exposed wait ms",
+              "exposed transfer ms", "wait share")  # fmt: skip
+    more = f" (first {TOP_ROWS} of {len(t)})" if len(t) > TOP_ROWS else ""
+    title = ("Per rank, all channels together (each figure the union over the rank's channels: "
+             f"time two channels share counts once){more}")  # fmt: skip
+    return Table(title, header, rows, (False,) + (True,) * 7)
 
 
 def unmatched_line(c: Collectives) -> str:
