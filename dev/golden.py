@@ -82,7 +82,7 @@ PLOTS = "/tmp/nsysmoe-golden-plots/"  # fixed, so the reports' figure links are 
 API = """
 import nsysmoe
 off, on = nsysmoe.example_paths()
-r = nsysmoe.analyze(nsysmoe.load(off), scope=nsysmoe.Scope(steady=True, skip=1))
+r = nsysmoe.analyze(nsysmoe.load(off), scope=nsysmoe.Scope(window=nsysmoe.Iterations(skip=1)))
 print(nsysmoe.render(r, "markdown")); print(nsysmoe.render(r, "json")); print(r.to_polars())
 c = nsysmoe.compare(off, on)
 print(nsysmoe.render(c, "markdown")); print(nsysmoe.render(c, "json")); print(c.to_polars())

@@ -14,7 +14,7 @@ from nsysmoe._version import __version__
 
 _API = ("analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
         "figure_svgs", "figures", "kernel_summary", "load", "plot", "render")  # fmt: skip
-_MODEL = ("STEADY", "Scope", "Window")
+_MODEL = ("STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window")
 
 if TYPE_CHECKING:
     from nsysmoe.api import (
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         plot,
         render,
     )
-    from nsysmoe.model import STEADY, Scope, Window
+    from nsysmoe.model import STEADY, WHOLE, Iterations, Scope, Whole, Window
 
 
 def __getattr__(name: str) -> Any:
@@ -53,5 +53,5 @@ def __dir__() -> list[str]:
 __all__ = [  # the API first, then the model types
     "__version__", "analyze", "analyze_many", "compare", "compare_many", "compat",
     "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "render",
-    "STEADY", "Scope", "Window",
+    "STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window",
 ]  # fmt: skip

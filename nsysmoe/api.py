@@ -28,7 +28,7 @@ from nsysmoe.io import cache, load_trace
 from nsysmoe.measure import lanes
 from nsysmoe.measure.kernels import kernel_table
 from nsysmoe.measure.steps import detect_steps
-from nsysmoe.model import STEADY, WHOLE, Scope, Trace, Window
+from nsysmoe.model import STEADY, WHOLE, Scope, Span, Trace
 from nsysmoe.parallel import Executor, map_files
 from nsysmoe.peers import compat_analysis, profiler_step_names
 from nsysmoe.ranks import run_analysis
@@ -90,16 +90,19 @@ def analyze(
     trace: TraceLike,
     *,
     rules: RuleSet | None = None,
-    window: Window | None = None,
+    window: Span | None = None,
     scope: Scope = WHOLE,
     cache_dir: str | Path | None = None,
     detached: bool = False,
 ) -> TraceAnalysis:
-    """Classify kernels and measure every GPU of one trace (``window`` overrides ``scope``'s
-    windows; ``scope.rank`` still selects one rank). ``detached``: the result need not hold its
-    classified source (no timeline figure is drawn from it); with ``cache_dir`` too, a repeat of
-    the same analysis is then loaded from the result cache (:mod:`nsysmoe.result_cache`)."""
-    scope = Scope(window=window) if window else scope
+    """Classify kernels and measure every GPU of one trace over ``scope``. ``window`` (a time
+    :class:`~nsysmoe.model.Window`, :class:`~nsysmoe.model.Iterations` or
+    :class:`~nsysmoe.model.Whole`) replaces ``scope.window`` only: the rank, the step pattern,
+    the NVTX naming and the phases of ``scope`` still apply. ``detached``: the result need not
+    hold its classified source (no timeline figure is drawn from it); with ``cache_dir`` too, a
+    repeat of the same analysis is then loaded from the result cache
+    (:mod:`nsysmoe.result_cache`)."""
+    scope = scope if window is None else replace(scope, window=window)
 
     def compute() -> TraceAnalysis:
         source, steps = pipeline.prepare_with_steps(_trace(trace, cache_dir), rules, scope)
@@ -158,13 +161,13 @@ def _compare(
 ) -> Comparison:  # fmt: skip
     with ThreadPoolExecutor(max_workers=2) as pool:  # readers and polars release the GIL
         traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
-        sources = list(pool.map(partial(pipeline.prepare, rules=rules, rank=scope.rank), traces))
-        steps = list(pool.map(lambda s: detect_steps(s.trace, scope.step_pattern), sources))
-        common = ab.common_scope(*steps, scope)
-        a, b = pool.map(lambda src, st: pipeline.analyze_trace(src, scope=common, steps=st),
-                        sources, steps)  # fmt: skip
-    return ab.compare(a, b, scope=common, steps=(steps[0], steps[1]), vary=tuple(vary),
-                      labels=labels)  # fmt: skip
+        src = tuple(pool.map(partial(pipeline.prepare, rules=rules, rank=scope.rank), traces))
+        steps = tuple(pool.map(lambda s: detect_steps(s.trace, scope.step_pattern), src))
+        choices = pipeline.common_windows((src[0], src[1]), (steps[0], steps[1]), scope)
+        a, b = pool.map(lambda s, st, ch: pipeline.analyze_trace(s, scope=scope, steps=st,
+                                                                 choice=ch),
+                        src, steps, choices)  # fmt: skip
+    return ab.compare(a, b, steps=(steps[0], steps[1]), vary=tuple(vary), labels=labels)
 
 
 def _detach(c: Comparison) -> Comparison:

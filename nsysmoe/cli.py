@@ -18,7 +18,7 @@ from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.text import one_line
 
 if TYPE_CHECKING:
-    from nsysmoe.model import IterationRange, Window
+    from nsysmoe.model import Iterations, Window
 
 FORMATS = ("terminal", "markdown", "json", "html")
 
@@ -89,7 +89,7 @@ def cli() -> None:
 @rules_option
 @replace_option
 def analyze(
-    traces: tuple[str, ...], fmt: str, window: Window | IterationRange | None, skip: int | None,
+    traces: tuple[str, ...], fmt: str, window: Window | Iterations | None, skip: int | None,
     step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None,
     align: str | None, vary: tuple[str, ...], labels: tuple[str, str] | None, strict: bool,
     rank: int | None, all_nvtx: bool, wide: bool,

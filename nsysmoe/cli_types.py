@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:  # the model and parallel modules import polars: not for `nsysmoe --help`
-    from nsysmoe.model import IterationRange, Window
+    from nsysmoe.model import Iterations, Window
 
 INT64_MAX = 2**63 - 1  # the trace timeline's range (nsysmoe.model.INT64_MAX)
 
@@ -47,10 +47,10 @@ class WindowType(click.ParamType):
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Window | IterationRange:
-        from nsysmoe.model import IterationRange, Window
+    ) -> Window | Iterations:
+        from nsysmoe.model import Iterations, Window
 
-        if isinstance(value, Window | IterationRange):
+        if isinstance(value, Window | Iterations):
             return value
         text = str(value)
         m = _ITERS.match(text)
@@ -58,7 +58,7 @@ class WindowType(click.ParamType):
             first, last = _iteration(m.group(1)), _iteration(m.group(2))
             if last < first:
                 raise click.BadParameter(f"empty iteration range {text!r}: LAST must be ≥ FIRST")
-            return IterationRange(first, last)
+            return Iterations(first, last, skip=0, required=True)  # as asked: no warm-up skip
         if ":" not in text:
             raise click.BadParameter(
                 "use START:END (e.g. 2s:5s, +1s:+3s, :500ms) or iterations 5-20"

@@ -211,31 +211,113 @@ WHOLE_TRACE = Window()
 
 
 @dataclass(frozen=True)
-class Scope:
-    """What part of the trace to measure.
+class Whole:
+    """The whole trace, warm-up included (``--whole-trace``)."""
 
-    A time ``window`` wins; else with ``steady`` the iterations found by ``step_pattern`` minus
-    ``skip`` warm-up steps, limited to [first, last] and to ``numbers`` when given; else the
-    whole trace. Iterations are detected in every case, for the per-iteration table.
-    """
 
-    window: Window = WHOLE_TRACE
-    steady: bool = False
-    require_steps: bool = False  # asked for explicitly: no iterations is an error, not a fallback
-    step_pattern: str | None = None
-    skip: int | None = 0  # None: the detected warm-up (nsysmoe.measure.steps.warmup)
+@dataclass(frozen=True)
+class Iterations:
+    """Iterations by number, the steady ones by default: the first ``skip`` complete iterations
+    left out as warm-up (``"detected"``: by the one warm-up rule,
+    :func:`nsysmoe.measure.window.warmup`), then those in ``first``–``last`` (inclusive; None:
+    open). ``required``: iterations were asked for (``--window 5-20``, ``--skip``,
+    ``--step-range``), so a trace without any is an error; otherwise such a trace is measured
+    whole and the report says why."""
+
     first: int | None = None
     last: int | None = None
-    numbers: tuple[int, ...] | None = None
-    raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
-    phase: str | None = None  # more NVTX ranges to measure as step phases (``--phase REGEX``)
+    skip: int | Literal["detected"] = "detected"
+    required: bool = False
+
+
+#: the part of the timeline a scope measures: a time :class:`Window`, :class:`Iterations`, or
+#: :class:`Whole` (an unbounded time window is the whole trace too)
+Span = Window | Iterations | Whole
+STEADY_ITERATIONS = Iterations()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What to measure: the ``window`` (:data:`Span`; default the steady iterations) and, beside
+    it, which rank and how ranges are named. Each field means one thing: no field overrides
+    another."""
+
+    window: Span = STEADY_ITERATIONS
     #: one rank only (``--rank R``): the process whose pid is R, else (nsys) the R-th process by
     #: sorted pid (:func:`nsysmoe.pipeline.rank_pid`); applied by :func:`~nsysmoe.pipeline.prepare`
     rank: int | None = None
+    step_pattern: str | None = None  # names the iteration ranges (``--step-range REGEX``)
+    raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
+    phase: str | None = None  # more NVTX ranges to measure as step phases (``--phase REGEX``)
 
 
-WHOLE = Scope()
-STEADY = Scope(steady=True, skip=None)  # the CLI default: the detected warm-up skipped
+STEADY = Scope()  # the default everywhere: the steady iterations, the detected warm-up skipped
+WHOLE = Scope(window=Whole())
+
+StepTimeline = Literal["gpu", "cpu", "none"]
+#: why a window was measured: it was asked for; the trace has no iterations (so the whole
+#: trace); the leading iterations left out by the warm-up rule, or as many as ``--skip`` said
+WindowWhy = Literal["asked", "no iterations", "warm-up detected", "warm-up given"]
+
+
+@dataclass(frozen=True)
+class WindowChoice:
+    """Which part of a trace was measured, and why: made once
+    (:func:`nsysmoe.measure.window.choose`), carried by the analysis and its JSON; reports
+    format it, nothing parses it.
+
+    ``kind``: ``whole``, ``time`` or ``iterations``; ``window`` on the GPU timeline and
+    ``cpu_window`` (the kept iterations' CPU ranges, for CPU-side NVTX totals); ``kept``: the
+    iterations measured; ``found``: the complete iterations the trace has; ``skipped``: leading
+    ones left out as warm-up, with the rule's ``tolerance`` (a fraction) and ``median_ns`` (the
+    steady median) where the rule decided; ``asked``: iterations first–last asked for;
+    ``common``: only the iterations both traces of an A/B have; ``truncated``: last iterations
+    left out because the capture cut them short; ``timeline``: where the iterations were
+    mapped (``gpu``, ``cpu`` without CUDA API rows, ``none``); ``origin_ns``: the first GPU
+    activity a relative time window counts from; ``slow_first``: the first kept iteration and
+    how much slower (%) than the kept median it is, when warm-up may remain;
+    ``description``: all of it in one sentence (what reports show in full)."""
+
+    kind: Literal["whole", "time", "iterations"]
+    why: WindowWhy
+    window: Window = WHOLE_TRACE
+    cpu_window: Window = WHOLE_TRACE
+    kept: tuple[int, ...] = ()
+    found: int = 0
+    skipped: int = 0
+    tolerance: float | None = None
+    median_ns: float | None = None
+    asked: tuple[int | None, int | None] | None = None
+    common: bool = False
+    truncated: tuple[int, ...] = ()
+    timeline: StepTimeline = "none"
+    origin_ns: int | None = None
+    slow_first: tuple[int, float] | None = None
+    description: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON ``window`` object (its first five keys as in every earlier release)."""
+        return {
+            "start_ns": self.window.start_ns,
+            "end_ns": self.window.end_ns,
+            "description": self.description,
+            "cpu_start_ns": self.cpu_window.start_ns,
+            "cpu_end_ns": self.cpu_window.end_ns,
+            "kind": self.kind,
+            "why": self.why,
+            "kept": list(self.kept),
+            "found": self.found,
+            "skipped": self.skipped,
+            "warmup_tolerance_pct": None if self.tolerance is None else 100 * self.tolerance,
+            "steady_median_ns": self.median_ns,
+            "asked": None if self.asked is None else list(self.asked),
+            "common": self.common,
+            "truncated": list(self.truncated),
+            "timeline": self.timeline,
+            "origin_ns": self.origin_ns,
+            "slow_first": (None if self.slow_first is None else
+                           {"step": self.slow_first[0], "slower_pct": self.slow_first[1]}),
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -246,11 +328,3 @@ class ClassifiedTrace:
     trace: Trace
     kernels: pl.DataFrame
     rules_source: str
-
-
-@dataclass(frozen=True)
-class IterationRange:
-    """Iterations ``first``–``last`` (inclusive), as ``--window 5-20`` asks."""
-
-    first: int
-    last: int

@@ -1,12 +1,19 @@
-"""One trace in, one :class:`~nsysmoe.results.TraceAnalysis` out: classify once, scope, measure.
+"""One trace in, one :class:`~nsysmoe.results.TraceAnalysis` out: classify once, choose the
+window (:mod:`nsysmoe.measure.window`), measure.
 
-The classified trace travels with the analysis (``analysis.source``), so the A/B's side facts and
-the figures read the same classes the numbers came from, and nothing classifies twice.
+Three stages: the full measure of a trace (:func:`analyze_trace`: every per-GPU, per-channel,
+per-iteration and NVTX table, summed up by :func:`_summarize`), its detail stage
+(:func:`_with_detail`: phases, idle gaps, collectives), and the restriction of an analysis to
+one process (:func:`analyze_process`: its rows of those tables, filtered, summed the same way;
+no detail). The classified trace travels with the analysis (``analysis.source``), so the A/B's
+side facts and the figures read the same classes the numbers came from, and nothing classifies
+twice.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -64,17 +71,10 @@ from nsysmoe.measure.phases import (
     phase_tables,
     phase_totals,
 )
-from nsysmoe.measure.steps import detect_steps, process_windows, select_steps, step_windows
+from nsysmoe.measure.steps import detect_steps, process_windows
 from nsysmoe.measure.validity import caveats
-from nsysmoe.model import (
-    INT64_MAX,
-    WHOLE,
-    WHOLE_TRACE,
-    ClassifiedTrace,
-    Scope,
-    Trace,
-    Window,
-)
+from nsysmoe.measure.window import choose, choose_common
+from nsysmoe.model import STEADY, ClassifiedTrace, Scope, Trace, Window, WindowChoice
 from nsysmoe.results import Collectives, Steps, TraceAnalysis, WallVerdict
 
 
@@ -87,7 +87,7 @@ def prepare(trace: Trace, rules: RuleSet | None = None, rank: int | None = None)
     return classify_trace(trace, rules or default_rules())
 
 
-def prepare_with_steps(trace: Trace, rules: RuleSet | None = None, scope: Scope = WHOLE
+def prepare_with_steps(trace: Trace, rules: RuleSet | None = None, scope: Scope = STEADY
                        ) -> tuple[ClassifiedTrace, Steps | None]:  # fmt: skip
     """:func:`prepare` and the iterations :func:`analyze_trace` would detect (none for a trace
     without kernels: the analysis then says so), side by side: classification reads the kernel
@@ -132,167 +132,167 @@ def restrict(source: ClassifiedTrace, pids: list[int]) -> ClassifiedTrace:
                            source.rules_source)  # fmt: skip
 
 
-def resolve_scope(
-    steps: Steps, scope: Scope, origin: int = 0
-) -> tuple[Window, Window, str, list[int]]:
-    """The GPU window, the CPU window (for CPU-side NVTX totals), the window's description for
-    the report, and the iterations inside it; ``origin`` anchors a relative time window."""
-    if scope.window.bounded:
-        w = scope.window.anchored(origin)
-        lo = scope.window.start_ns
-        if scope.window.relative and lo is not None and w.start_ns == INT64_MAX:
-            raise NsysmoeError(
-                f"--window starts {lo:,} ns after the first GPU activity (at {origin:,} ns), "
-                "at or past the end of the trace timeline (2^63-1 ns); use a start within the trace"
-            )
-        kept = [s for s, sw in step_windows(steps, steps.numbers) if _inside(sw, w)]
-        text = "time window" + (f" from the first GPU activity at {origin:,} ns"
-                                 if scope.window.relative else "")  # fmt: skip
-        return w, w, text, kept
-    if not scope.steady:
-        return WHOLE_TRACE, WHOLE_TRACE, "whole trace", steps.numbers
-    if not steps.numbers and not scope.require_steps:
-        text = "whole trace (no iteration ranges found; name them with --step-range REGEX)"
-        return WHOLE_TRACE, WHOLE_TRACE, text, []
-    sel = select_steps(steps, skip=scope.skip, first=scope.first, last=scope.last,
-                       only=scope.numbers)  # fmt: skip
-    return sel.window, sel.cpu_window, sel.description, sel.steps
-
-
-def _inside(inner: Window, outer: Window) -> bool:
-    lo, hi = outer.bounds()
-    return inner.start_ns is not None and inner.start_ns >= lo and (inner.end_ns or 0) <= hi
+def origin_of(source: ClassifiedTrace) -> int:
+    """The trace's first GPU activity (a relative time window counts from it); a trace without
+    kernels has nothing to measure."""
+    trace = source.trace
+    if trace.kernels.is_empty():
+        raise NsysmoeError(f"{trace.path}: the export holds no CUDA kernels; nothing to measure")
+    return int(pl.concat([source.kernels["start"], trace.memops["start"]]).min())
 
 
 def analyze_trace(
-    source: ClassifiedTrace, *, scope: Scope = WHOLE, steps: Steps | None = None
-) -> TraceAnalysis:
-    """Measure every GPU of a classified trace over ``scope``; ``steps`` may be passed in when
-    the caller detected them already (an A/B needs them to choose its common window)."""
-    trace, kernels = source.trace, source.kernels
-    if trace.kernels.is_empty():
-        raise NsysmoeError(f"{trace.path}: the export holds no CUDA kernels; nothing to measure")
-    steps = detect_steps(trace, scope.step_pattern) if steps is None else steps
-    origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
-    return _measure(source, scope, steps, *resolve_scope(steps, scope, origin))
-
-
-def analyze_process(
-    analysis: TraceAnalysis,
-    pid: int,
+    source: ClassifiedTrace,
     *,
-    scope: Scope = WHOLE,
+    scope: Scope = STEADY,
     steps: Steps | None = None,
-    detail: bool = True,
+    choice: WindowChoice | None = None,
 ) -> TraceAnalysis:
-    """One process of an analysis, measured over the analysis' own windows and iterations (so
-    its durations are the process' share of the analysis' sums): an A/B's per-rank values.
-    ``steps``: those the analysis was measured with (detected again when not given);
-    ``detail``: see :func:`_measure` (an A/B's per-rank rows need none of the detail)."""
+    """Measure every GPU of a classified trace over ``scope``'s window; ``steps`` and ``choice``
+    (the window chosen: :func:`common_windows` for an A/B) may be passed in when known.
+
+    The NVTX-side work (range totals, OOM markers, phase tables: millions of range names) and
+    the cross-GPU matching run in a second thread while this one measures the GPU timelines:
+    polars and numpy release the GIL, and each job reads only the immutable trace."""
+    origin = origin_of(source)
+    steps = detect_steps(source.trace, scope.step_pattern) if steps is None else steps
+    choice = choose(steps, scope.window, origin) if choice is None else choice
+    with ThreadPoolExecutor(max_workers=1) as side:
+        return _measure_on(side, source, steps, choice, scope)
+
+
+def common_windows(sources: tuple[ClassifiedTrace, ClassifiedTrace], steps: tuple[Steps, Steps],
+                   scope: Scope) -> tuple[WindowChoice, WindowChoice]:  # fmt: skip
+    """An A/B's windows (:func:`nsysmoe.measure.window.choose_common`)."""
+    origins = origin_of(sources[0]), origin_of(sources[1])
+    return choose_common(steps[0], steps[1], scope.window, origins)
+
+
+def analyze_process(analysis: TraceAnalysis, pid: int, *, steps: Steps) -> TraceAnalysis:
+    """One process of an analysis, over the analysis' own windows and iterations: its rows of
+    the per-GPU and per-process tables (each row is one GPU's or one process's alone: nothing
+    on the timeline is measured again), and what those rows add up to — an A/B's per-rank
+    values. ``steps``: those the analysis was measured with. No detail tables (phases, idle
+    gaps, collectives): no per-rank row reads them."""
     if analysis.source is None:
         raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
     source = restrict(analysis.source, [pid])
-    if source.trace.kernels.is_empty():
+    trace = source.trace
+    if trace.kernels.is_empty():
         raise NsysmoeError(f"{analysis.path}: process {pid} ran no CUDA kernels")
-    steps = detect_steps(analysis.source.trace, scope.step_pattern) if steps is None else steps
-    mine = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline,
-                 steps.warnings)  # fmt: skip
+    _check_window(source, analysis.window)
+    mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
+    tables = _Tables(
+        gpus=analysis.gpus.filter(mine),
+        classes=analysis.classes.filter(mine),
+        channels=analysis.channels.filter(mine).select(list(CHANNEL_SCHEMA)),
+        nvtx_by_process=analysis.process_nvtx.filter(mine),
+        markers={p: n for p, n in analysis.oom_markers.items()
+                 if p in set(trace.gpus["pid"].to_list())},
+        by_process=analysis.process_iterations.filter(mine),
+        channels_by_process=analysis.process_iteration_channels.filter(mine),
+    )  # fmt: skip
+    mine_steps = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline,
+                       steps.warnings)  # fmt: skip
     kept = sorted(analysis.iterations["step"].to_list())
-    return _measure(source, scope, mine, analysis.window, analysis.cpu_window,
-                    analysis.window_text, kept, detail=detail, whole=analysis)  # fmt: skip
+    return _summarize(source, mine_steps, analysis.window_choice, kept, tables)
 
 
-def _measure(source: ClassifiedTrace, scope: Scope, steps: Steps, window: Window,
-             cpu_window: Window, window_text: str, kept: list[int], *,
-             detail: bool = True, whole: TraceAnalysis | None = None) -> TraceAnalysis:  # fmt: skip
-    """Every GPU of a classified trace over resolved windows and iterations.
+@dataclass(frozen=True)
+class _Tables:
+    """A trace's measured per-GPU and per-process tables, before they are summed up."""
 
-    ``whole``: an analysis over the same windows of a trace ``source`` is part of (some of its
-    processes): the per-GPU tables (GPUs with their idle split, classes, channels) are its rows
-    for these GPUs, not measured again — each row is one GPU's alone.
-
-    ``detail=False`` measures the per-GPU, per-channel, per-iteration and NVTX figures and the
-    walls only; the phase, layer, idle-gap, per-iteration idle and arrival tables are left empty
-    (their schemas, no rows) and ``collectives`` is none.
-
-    The NVTX-side work (range totals, OOM markers, phase tables: millions of range names) runs
-    in a second thread while this one measures the GPU timelines: polars and numpy release the
-    GIL, and each job reads only the immutable trace."""
-    with ThreadPoolExecutor(max_workers=1) as nvtx_side:
-        return _measure_on(nvtx_side, source, scope, steps, window, cpu_window, window_text,
-                           kept, detail, whole)  # fmt: skip
+    gpus: pl.DataFrame  # per GPU, with its name and idle split
+    classes: pl.DataFrame
+    channels: pl.DataFrame
+    nvtx_by_process: pl.DataFrame
+    markers: dict[int, int]
+    by_process: pl.DataFrame  # per (pid, step)
+    channels_by_process: pl.DataFrame  # per (pid, step, channel)
 
 
-def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, steps: Steps,
-                window: Window, cpu_window: Window, window_text: str, kept: list[int],
-                detail: bool, whole: TraceAnalysis | None) -> TraceAnalysis:  # fmt: skip
-    trace, kernels = source.trace, source.kernels
-    origin = int(pl.concat([kernels["start"], trace.memops["start"]]).min())
-    if window.select(kernels.select("start", "end")).is_empty():
+def _check_window(source: ClassifiedTrace, window: Window) -> None:
+    if window.select(source.kernels.select("start", "end")).is_empty():
+        kernels = source.trace.kernels
         raise NsysmoeError(
-            f"{trace.path}: no GPU work in the window [{window.start_ns}, {window.end_ns}) ns; "
-            "widen --window (GPU work spans "
-            f"{trace.kernels['start'].min()}–{trace.kernels['end'].max()} ns)"
+            f"{source.trace.path}: no GPU work in the window [{window.start_ns}, "
+            f"{window.end_ns}) ns; widen --window (GPU work spans "
+            f"{kernels['start'].min()}–{kernels['end'].max()} ns)"
         )
-    # the side thread's jobs first, so it starts while this one measures the GPUs
-    launches = _launches(source)
-    if whole is None:
-        nvtx_job = nvtx_side.submit(process_nvtx_totals, trace.nvtx, cpu_window,
-                                    normalize=not scope.raw_nvtx)  # fmt: skip
-        markers_job = nvtx_side.submit(walls.oom_markers, trace.nvtx)
-    if detail:
-        launched = launches.kernels.select("api_tid", "api_start", "api_end")
-        phases_job = nvtx_side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
-                                      phase_pattern(scope.phase),
-                                      launched=launched if launches.unique else None)  # fmt: skip
-    # the window's kernels that are read below, only their columns: the communication ones
-    # (matched across GPUs) and those no rule named (the audit table); of the rest, only
-    # which subclasses and names occur (the dispatcher), not a copy of a million rows
+
+
+def _window_kernels(kernels: pl.DataFrame, window: Window) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The window's kernels that are read again, only their columns: the communication ones
+    (matched across GPUs) and those no rule named (the audit table); of the rest, only which
+    subclasses and names occur (the dispatcher), not a copy of a million rows."""
     window_kernels = window.select(kernels.lazy().select(
         "pid", "device", "start", "end", "name", "class", "subclass", "channel"))  # fmt: skip
-    in_window = window_kernels.filter(
-        (pl.col("class") == COMM) | NO_RULE).collect()
+    in_window = window_kernels.filter((pl.col("class") == COMM) | NO_RULE).collect()
     seen = window_kernels.select(pl.col("subclass", "name").unique().implode()).collect()
+    return in_window, seen
+
+
+def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: WindowChoice,
+                scope: Scope) -> TraceAnalysis:  # fmt: skip
+    """The full measure: every table of :func:`_summarize`, then the detail stage
+    (:func:`_with_detail`). The side thread's jobs are submitted first, so it starts while
+    this one measures the GPUs."""
+    trace, kernels, window = source.trace, source.kernels, choice.window
+    _check_window(source, window)
+    kept = list(choice.kept)
+    launches = _launches(source)
+    nvtx_job = side.submit(process_nvtx_totals, trace.nvtx, choice.cpu_window,
+                           normalize=not scope.raw_nvtx)  # fmt: skip
+    markers_job = side.submit(walls.oom_markers, trace.nvtx)
+    launched = launches.kernels.select("api_tid", "api_start", "api_end")
+    phases_job = side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
+                             phase_pattern(scope.phase),
+                             launched=launched if launches.unique else None)  # fmt: skip
+    in_window, seen = _window_kernels(kernels, window)
     windows = process_windows(steps, kept)  # each process's own iteration windows
-    if whole is None:  # the kernels as both channel sweeps read them, coded once, when due
-        coded_job = nvtx_side.submit(coded_kernels, kernels)
-        # the future is bound now: this thread lets go of its name once its own sweep is done
-        pci_job = nvtx_side.submit(lambda job: process_channel_iterations(job.result(), windows),
-                                   coded_job)  # fmt: skip
-        gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
-    else:
-        mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
-        gpus, classes = whole.gpus.filter(mine), whole.classes.filter(mine)
-        busy = whole.compute_under_comm.filter(mine)
-    if detail:  # the side thread takes the cross-GPU matching too
-        collectives_job = nvtx_side.submit(_collectives, in_window, windows, busy,
-                                           Path(trace.path).name, len(gpus))  # fmt: skip
-    graphs = graph_summary(trace, kernels, window)
+    # the kernels as both channel sweeps read them, coded once, on the side thread; the future
+    # is bound now: this thread lets go of its name once its own sweep is done
+    coded_job = side.submit(coded_kernels, kernels)
+    pci_job = side.submit(lambda job: process_channel_iterations(job.result(), windows),
+                          coded_job)  # fmt: skip
+    gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
+    collectives_job = side.submit(_collectives, in_window, windows, busy,
+                                  Path(trace.path).name, len(gpus))  # fmt: skip
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops.lazy())  # read only per GPU (its span): no copy of the ops
-    if detail or whole is None:  # the whole timeline's gaps, and the window's cut from them
-        timeline_gaps = gaps(ops, launch=True)
-        window_gaps = (gaps_in_window(timeline_gaps, window_ops) if window.bounded
-                       else timeline_gaps.drop("api_start"))  # fmt: skip
-        timeline_gaps = timeline_gaps.drop("api_start")  # only the window's cut needed it
-    if whole is None:
-        split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
-        gpus = (
-            gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"],
-                      how="left")
-            .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
-            .join(split, on=["pid", "device"], how="left", maintain_order="left")
-        )  # fmt: skip
-    if detail:  # what the gap tables give, taken now: a million gaps each are not kept
-        judged = judged_per_iteration(ops, windows, timeline_gaps)
-        idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
-    if detail or whole is None:
-        del timeline_gaps, window_gaps
-    if whole is None:
-        channels = channel_table(coded_job.result(), window)
-        del coded_job  # its arrays go once the side thread's sweep is done with them
-    else:
-        channels = whole.channels.filter(mine).select(list(CHANNEL_SCHEMA))
+    timeline_gaps = gaps(ops, launch=True)  # the whole timeline's gaps, the window's cut
+    window_gaps = (gaps_in_window(timeline_gaps, window_ops) if window.bounded
+                   else timeline_gaps.drop("api_start"))  # fmt: skip
+    timeline_gaps = timeline_gaps.drop("api_start")  # only the window's cut needed it
+    split = idle_split_per_gpu(window_ops, window_gaps).drop("idle_ns")
+    gpus = (
+        gpus.join(trace.gpus.select("pid", "device", "gpu_name"), on=["pid", "device"],
+                  how="left")
+        .select("pid", "device", "gpu_name", pl.exclude("pid", "device", "gpu_name"))
+        .join(split, on=["pid", "device"], how="left", maintain_order="left")
+    )  # fmt: skip
+    # the detail the gap tables give, taken now: a million gaps each are not kept
+    judged = judged_per_iteration(ops, windows, timeline_gaps)
+    idle_gaps = largest_gaps(window_ops, trace.nvtx, gap_table=window_gaps)
+    del timeline_gaps, window_gaps
+    channels = channel_table(coded_job.result(), window)
+    del coded_job  # its arrays go once the side thread's sweep is done with them
+    tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
+                     process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
+    core = _summarize(source, steps, choice, kept, tables, in_window, seen)
+    return _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
+
+
+def _summarize(source: ClassifiedTrace, steps: Steps, choice: WindowChoice, kept: list[int],
+               tables: _Tables, in_window: pl.DataFrame | None = None,
+               seen: pl.DataFrame | None = None) -> TraceAnalysis:  # fmt: skip
+    """The analysis the tables add up to: totals, walls, the iteration and channel tables, the
+    trace's facts; the detail tables empty (:func:`_with_detail` fills them). ``in_window`` and
+    ``seen``: :func:`_window_kernels`, when taken already."""
+    trace, kernels, window = source.trace, source.kernels, choice.window
+    if in_window is None or seen is None:
+        in_window, seen = _window_kernels(kernels, window)
+    gpus, channels = tables.gpus, tables.channels
     dispatcher = dispatcher_of(set(seen["subclass"].explode()), seen["name"].explode())
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
@@ -300,47 +300,25 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         share = idle_host_ns / idle_ns if idle_ns else None
         return walls.Context(dispatcher, frozenset(mine["channel"]), share, trace.source_format)
 
-    if whole is None:
-        markers, nvtx_by_process = markers_job.result(), nvtx_job.result()
-    else:  # a process's own totals and markers, as its whole analysis named and counted them
-        nvtx_by_process = whole.process_nvtx.filter(mine)
-        pids = set(trace.gpus["pid"].to_list())
-        markers = {pid: n for pid, n in whole.oom_markers.items() if pid in pids}
     gpu_walls = tuple(_gpu_wall(trace, row, context(row["idle_host_ns"] or 0, row["idle_ns"],
-                                                    row["pid"]), markers)
+                                                    row["pid"]), tables.markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
     total = totals(gpus)
-    if whole is None:
-        by_process = process_iterations(kernels, trace.memops, steps, kept)
-        channels_by_process = pci_job.result()
-    else:  # a process's own rows of the whole (its windows, its GPUs)
-        by_process = whole.process_iterations.filter(mine)
-        channels_by_process = whole.process_iteration_channels.filter(mine)
-    iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=by_process)
-    step_channels = _step_channels(kernels, windows, iterations, channels_by_process)
-    if detail:
-        idle_steps = with_other(iterations, judged)
-        iterations = iterations.join(idle_steps, on="step", how="left", maintain_order="left")
-        phases, layers = phases_job.result()
-        arrived, busy, collectives = collectives_job.result()
-    else:
-        phases, layers = pl.DataFrame(schema=PHASE_SCHEMA), pl.DataFrame(schema=LAYER_SCHEMA)
-        arrived, busy = pl.DataFrame(schema=ARRIVAL_SCHEMA), pl.DataFrame(schema=BUSY_SCHEMA)
-        idle_gaps, collectives = pl.DataFrame(schema=GAP_SCHEMA), Collectives.none()
-    offset, basis = clock_offset(trace.session_start_ns, origin)
+    iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=tables.by_process)
+    windows = process_windows(steps, kept)
+    step_channels = _step_channels(kernels, windows, iterations, tables.channels_by_process)
+    offset, basis = clock_offset(trace.session_start_ns, origin_of(source))
     config = contract_config(trace.launch.command)
     return TraceAnalysis(
         path=trace.path,
         source_format=trace.source_format,
         schema_version=trace.schema_version,
         product_version=trace.product_version,
-        window=window,
-        cpu_window=cpu_window,
-        window_text=window_text,
+        window_choice=choice,
         rules_source=source.rules_source,
         gpus=gpus,
-        classes=classes,
-        nvtx=totals_of(nvtx_by_process),
+        classes=tables.classes,
+        nvtx=totals_of(tables.nvtx_by_process),
         unclassified=busiest_unclassified(in_window),
         iterations=iterations,
         step_timeline=steps.timeline,
@@ -348,30 +326,56 @@ def _measure_on(nvtx_side: Executor, source: ClassifiedTrace, scope: Scope, step
         wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls,
                                  context(int(gpus["idle_host_ns"].sum()), total.idle_ns)),
         totals=total,
-        graphs=graphs,
+        graphs=graph_summary(trace, kernels, window),
         channels=with_shares(channels, gpus),
         channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
-        process_iterations=by_process,
-        process_iteration_channels=channels_by_process,
-        process_nvtx=nvtx_by_process,
-        oom_markers=markers,
-        idle_gaps=idle_gaps,
-        phases=phases,
-        phase_totals=phase_totals(phases),
-        layers=layers,
-        layer_totals=layer_totals(layers),
-        arrivals=arrived,
-        compute_under_comm=busy,
+        process_iterations=tables.by_process,
+        process_iteration_channels=tables.channels_by_process,
+        process_nvtx=tables.nvtx_by_process,
+        oom_markers=tables.markers,
+        idle_gaps=pl.DataFrame(schema=GAP_SCHEMA),
+        phases=pl.DataFrame(schema=PHASE_SCHEMA),
+        phase_totals=phase_totals(pl.DataFrame(schema=PHASE_SCHEMA)),
+        layers=pl.DataFrame(schema=LAYER_SCHEMA),
+        layer_totals=layer_totals(pl.DataFrame(schema=LAYER_SCHEMA)),
+        arrivals=pl.DataFrame(schema=ARRIVAL_SCHEMA),
+        compute_under_comm=pl.DataFrame(schema=BUSY_SCHEMA),
         clock_offset_ns=offset,
         clock_basis=basis,
         launch=trace.launch,
         launch_config=config,
         caveats=caveats(config, dispatcher),
-        collectives=collectives,
+        collectives=Collectives.none(),
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + steps.warnings + peer_copy_note(window.select(trace.memops)),
         source=source,
+    )
+
+
+def _with_detail(
+    a: TraceAnalysis,
+    judged: pl.DataFrame,
+    idle_gaps: pl.DataFrame,
+    phases: tuple[pl.DataFrame, pl.DataFrame],
+    collectives: tuple[pl.DataFrame, pl.DataFrame, Collectives],
+) -> TraceAnalysis:
+    """The detail stage: per-iteration idle (``judged``: :func:`judged_per_iteration`), the
+    largest idle gaps, the phase and layer tables, and the collectives matched across the
+    trace's GPUs with what they were matched from."""
+    idle_steps = with_other(a.iterations, judged)
+    (phase_rows, layer_rows), (arrived, busy, matched) = phases, collectives
+    return replace(
+        a,
+        iterations=a.iterations.join(idle_steps, on="step", how="left", maintain_order="left"),
+        idle_gaps=idle_gaps,
+        phases=phase_rows,
+        phase_totals=phase_totals(phase_rows),
+        layers=layer_rows,
+        layer_totals=layer_totals(layer_rows),
+        arrivals=arrived,
+        compute_under_comm=busy,
+        collectives=matched,
     )
 
 

@@ -19,33 +19,29 @@ from nsysmoe.classify import RuleSet
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
 from nsysmoe.io import cache
-from nsysmoe.model import IterationRange, Scope, Window
+from nsysmoe.model import Iterations, Scope, Span, Whole, Window
 from nsysmoe.parallel import Executor, expand, map_files, one_line, skipped_note
 from nsysmoe.renderers import Format, ReportOptions, render
 from nsysmoe.results import Failure
 
 
-def make_scope(
-    window: Window | IterationRange | None, skip: int | None, step_range: str | None,
+def make_window(
+    window: Window | Iterations | None, skip: int | None, step_range: str | None,
     whole: bool = False,
-) -> Scope:
-    """The steady window by default wherever iterations exist (the detected warm-up skipped:
-    :func:`nsysmoe.measure.steps.warmup`), the whole trace where none do or with ``whole``
-    (``--whole-trace``); asked-for iterations (``--window 5-20``) are taken as given."""
+) -> Span:
+    """The steady iterations by default (the detected warm-up skipped:
+    :func:`nsysmoe.measure.window.warmup`; the whole trace where there are none), the whole
+    trace with ``whole`` (``--whole-trace``); asked-for iterations (``--window 5-20``) are taken
+    as given, and iterations asked for in any way (``--skip``, ``--step-range``) must exist."""
     if isinstance(window, Window):
         if skip is not None:
             raise UsageError("--skip counts iterations; it cannot trim a time --window")
-        return Scope(window=window, step_pattern=step_range)
-    first, last = (window.first, window.last) if window else (None, None)
+        return window
     explicit = window is not None or skip is not None or step_range is not None
-    return Scope(
-        steady=explicit or not whole,
-        require_steps=explicit,
-        step_pattern=step_range,
-        skip=(None if window is None else 0) if skip is None else skip,
-        first=first,
-        last=last,
-    )
+    if whole and not explicit:
+        return Whole()
+    asked = window or Iterations()
+    return replace(asked, skip=asked.skip if skip is None else skip, required=explicit)
 
 
 @dataclass(frozen=True)
@@ -54,7 +50,7 @@ class Request:
 
     traces: tuple[str, ...]
     rules: RuleSet
-    window: Window | IterationRange | None = None
+    window: Window | Iterations | None = None
     skip: int | None = None
     step_range: str | None = None
     whole_trace: bool = False
@@ -83,8 +79,8 @@ class Request:
     @property
     def scope(self) -> Scope:
         whole = self.whole_trace or self.compat is not None  # another tool: whole traces
-        scope = make_scope(self.window, self.skip, self.step_range, whole)
-        return replace(scope, raw_nvtx=self.raw_nvtx, phase=self.phase, rank=self.rank)
+        return Scope(make_window(self.window, self.skip, self.step_range, whole), self.rank,
+                     self.step_range, self.raw_nvtx, self.phase)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -309,8 +305,8 @@ def _compat(req: Request, paths: list[str]) -> Outcome:
     scope = req.scope
     ignored = [name for name, given in (("--fail-if", req.fail_if), ("--plot", req.plot_dir),
                ("--strict", req.strict), ("--rank", req.rank is not None),
-               ("--window/--skip/--step-range", scope.steady
-               or scope.window.bounded)) if given]  # fmt: skip
+               ("--window/--skip/--step-range", not isinstance(scope.window, Whole)))
+               if given]  # fmt: skip
     if ignored:
         raise UsageError(f"--compat {req.compat} measures whole traces the other tool's way; "
                          f"drop {', '.join(ignored)}")  # fmt: skip

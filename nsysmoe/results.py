@@ -18,13 +18,19 @@ from typing import Literal
 import polars as pl
 
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.model import ClassifiedTrace, Launch, SourceFormat, Window
+from nsysmoe.model import (
+    ClassifiedTrace,
+    Launch,
+    SourceFormat,
+    StepTimeline,
+    Window,
+    WindowChoice,
+)
 
 Wall = Literal["memory", "communication", "host overhead", "compute"]
 Unit = Literal["ns", "pct", "count"]
 Better = Literal["lower", "higher"]
 Outcome = Literal["improvement", "regression", "no change", "n/a"]
-StepTimeline = Literal["gpu", "cpu", "none"]
 Dispatcher = Literal["HybridEP", "DeepEP", "alltoall (NCCL SendRecv)", "none detected"]
 Evidence = dict[str, float | int | str | None]
 
@@ -247,9 +253,8 @@ class TraceAnalysis:
     source_format: SourceFormat
     schema_version: str | None
     product_version: str | None
-    window: Window
-    cpu_window: Window
-    window_text: str
+    #: which part of the trace was measured, and why (made once by nsysmoe.measure.window)
+    window_choice: WindowChoice
     rules_source: str
     gpus: pl.DataFrame
     classes: pl.DataFrame
@@ -292,6 +297,16 @@ class TraceAnalysis:
     process_nvtx: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False, compare=False)
     oom_markers: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def window(self) -> Window:
+        """The measured window on the GPU timeline."""
+        return self.window_choice.window
+
+    @property
+    def cpu_window(self) -> Window:
+        """The kept iterations' CPU ranges (CPU-side NVTX totals are taken over them)."""
+        return self.window_choice.cpu_window
 
     @property
     def median_step_ns(self) -> int | None:
@@ -338,13 +353,7 @@ class TraceAnalysis:
             "schema_version": self.schema_version,
             "product_version": self.product_version,
             "generated_by": self.generated_by,
-            "window": {
-                "start_ns": self.window.start_ns,
-                "end_ns": self.window.end_ns,
-                "description": self.window_text,
-                "cpu_start_ns": self.cpu_window.start_ns,
-                "cpu_end_ns": self.cpu_window.end_ns,
-            },
+            "window": self.window_choice.to_dict(),
             "rules": self.rules_source,
             "gpus": gpus,
             "channels": _by_channel(self.channel_totals, ()),

@@ -13,7 +13,7 @@ import pytest
 
 from nsysmoe.api import analyze, compare, example_paths, render
 from nsysmoe.measure.channels import CHANNEL_ORDER
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope
 from tests.conftest import TRACES
 from tests.fixtures.generate import (
     EXAMPLES_TRUTH_DIR,
@@ -146,7 +146,7 @@ def test_ab_step_change_is_made_of_exposed_comm_and_compute() -> None:
     off, on = (json.loads((EXAMPLES_TRUTH_DIR / f"{p.stem}.truth.json").read_text())
                for p in example_paths())  # fmt: skip
     a, b = window_truth(off, range(1, 8)), window_truth(on, range(1, 8))
-    sc = compare(*example_paths(), scope=Scope(steady=True, skip=1)).step_change
+    sc = compare(*example_paths(), scope=Scope(window=Iterations(skip=1))).step_change
     assert sc.step_delta_ns == b["step_time_ns"] - a["step_time_ns"]
     assert sc.exposed_delta_ns == pytest.approx((b["exposed_ns"] - a["exposed_ns"]) / 7)
     compute = {k: (w["gemm_sum_ns"] + w["attention_sum_ns"]) / 7 for k, w in (("a", a), ("b", b))}

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from nsysmoe.api import analyze, compare, example_paths, load
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope
 from tests.fixtures.generate import (
     DDL_VERSIONS,
     EXAMPLES_TRUTH_DIR,
@@ -141,7 +141,7 @@ def test_shipped_pair_reproduces_the_seed_table() -> None:
     """`nsysmoe analyze off on`: every row of the seed's table plus step time and compute
     inflation, each equal to the fixture's ground truth over iterations 1-7."""
     off_path, on_path = example_paths()
-    c = compare(off_path, on_path, scope=Scope(steady=True, skip=1))
+    c = compare(off_path, on_path, scope=Scope(window=Iterations(skip=1)))
     for side, path in ((c.off, off_path), (c.on, on_path)):
         exp = window_truth(truth_of(path.stem), range(1, 8))
         label = "off" if side is c.off else "on"

@@ -15,7 +15,7 @@ from nsysmoe import env
 from nsysmoe.ab import per_rank
 from nsysmoe.api import analyze, compare, example_paths
 from nsysmoe.cli import main
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope, Whole
 from nsysmoe.renderers import render
 from tests.fixtures.generate import moe_step_scenario, write_export
 from tests.test_pipeline import assert_gpus_equal_truth, truth_of, window_truth
@@ -45,10 +45,10 @@ def rows_of(c) -> dict[str, tuple[Any, Any]]:
 
 def test_rank_0_of_the_shipped_pair_is_the_whole_pair_and_the_truth() -> None:
     off_path, on_path = example_paths()
-    scope = Scope(steady=True, skip=1)
+    scope = Scope(window=Iterations(skip=1))
     whole = compare(off_path, on_path, scope=scope)
     for rank in (0, 48211):  # the only process, by position and by pid
-        c = compare(off_path, on_path, scope=Scope(steady=True, skip=1, rank=rank))
+        c = compare(off_path, on_path, scope=Scope(window=Iterations(skip=1), rank=rank))
         assert rows_of(c) == rows_of(whole)
         for side, path in ((c.off, off_path), (c.on, on_path)):
             exp = window_truth(truth_of(path.stem), range(1, 8))
@@ -66,9 +66,9 @@ def test_rank_selects_each_process_and_equals_its_truth(two_ranks, rank: int) ->
     for path, truth in zip((off_path, on_path), truths, strict=True):
         gpu = sorted(truth["gpus"], key=lambda g: g["pid"])[rank]
         for r in (rank, gpu["pid"]):  # by position and by pid
-            one = analyze(path, scope=Scope(rank=r))
+            one = analyze(path, scope=Scope(window=Whole(), rank=r))
             assert_gpus_equal_truth(one, {**truth, "gpus": [gpu]})
-    c = compare(off_path, on_path, scope=Scope(steady=True, skip=1, rank=rank))
+    c = compare(off_path, on_path, scope=Scope(window=Iterations(skip=1), rank=rank))
     numbers = sorted(set(c.off.analysis.iterations["step"]))
     assert numbers == list(range(1, 8))
     for side, truth in ((c.off, truths[0]), (c.on, truths[1])):
@@ -82,7 +82,7 @@ def test_rank_selects_each_process_and_equals_its_truth(two_ranks, rank: int) ->
 
 def test_per_rank_values_add_up_to_the_all_gpu_rows(two_ranks) -> None:
     (off_path, on_path), _ = two_ranks
-    c = compare(off_path, on_path, scope=Scope(steady=True, skip=1))  # one window for all ranks
+    c = compare(off_path, on_path, scope=Scope(window=Iterations(skip=1)))  # one window: all ranks
     doc = json.loads(render(c, "json"))
     assert doc["schema"] == "nsysmoe.comparison"
     keys = [m["key"] for m in doc["metrics"]]
@@ -102,7 +102,7 @@ def test_per_rank_values_add_up_to_the_all_gpu_rows(two_ranks) -> None:
                 assert min(vals) - 1e-9 <= m[side] <= max(vals) + 1e-9, (m["key"], side)
     # here no rank ran work outside its own iterations inside the other's: --rank agrees
     for i in range(len(pids)):
-        alone = compare(off_path, on_path, scope=Scope(steady=True, skip=1, rank=i))
+        alone = compare(off_path, on_path, scope=Scope(window=Iterations(skip=1), rank=i))
         assert {r.key: (r.per_rank[i].off, r.per_rank[i].on) for r in c.rows} == rows_of(alone)
     # the per-GPU rows of the all-GPU A/B are the per-rank totals (one GPU per process)
     for i, g in enumerate(c.per_gpu.iter_rows(named=True)):
@@ -116,7 +116,7 @@ def test_per_rank_values_do_not_depend_on_the_cores(two_ranks, monkeypatch, core
     """The ranks are measured in a pool of one thread per core (at most 4): its size changes
     when they run, not what they give (each rank reads only its side, never another rank)."""
     (off_path, on_path), _ = two_ranks
-    scope = Scope(steady=True, skip=1)
+    scope = Scope(window=Iterations(skip=1))
     seen: list[int] = []
     pool = per_rank.ThreadPoolExecutor
 
@@ -138,7 +138,7 @@ def test_per_rank_values_do_not_depend_on_the_cores(two_ranks, monkeypatch, core
 
 def test_per_rank_of_a_rank_selected_pair_is_that_rank(two_ranks) -> None:
     (off_path, on_path), _ = two_ranks
-    c = compare(off_path, on_path, scope=Scope(steady=True, skip=None, rank=1))
+    c = compare(off_path, on_path, scope=Scope(rank=1))
     (pid,) = c.off.analysis.gpus["pid"]
     for r in c.rows:
         assert [(v.pid_off, v.off, v.on) for v in r.per_rank] == [(pid, r.off, r.on)], r.key
@@ -195,7 +195,7 @@ def test_a_process_rows_are_what_it_alone_gives(two_ranks) -> None:
 
     paths, _ = two_ranks
     for path in paths:
-        a = analyze(path, scope=Scope(steady=True, skip=1))
+        a = analyze(path, scope=Scope(window=Iterations(skip=1)))
         source, kept = a.source, a.iterations["step"].to_list()
         steps = detect_steps(source.trace)
         assert a.process_iterations["pid"].n_unique() == 2

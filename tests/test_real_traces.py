@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nsysmoe.api import analyze, kernel_summary
-from nsysmoe.model import Scope
+from nsysmoe.model import Scope, Whole
 
 NSYS_STATS = Path(__file__).parent / "data" / "nsys_stats"
 EXPORTS = [
@@ -178,7 +178,8 @@ def test_nvtx_totals_equal_nsys_stats_nvtxsum(traces: Path, csv_path: Path) -> N
     """nsys 2022.4.2 `nsys stats --report nvtxsum` output, recorded in tests/data/nsys_stats."""
     stem = csv_path.name.split("__")[0]
     path = next((traces / "nsys").rglob(f"{stem}.sqlite"))
-    raw = analyze(path, scope=Scope(raw_nvtx=True)).nvtx  # nsys keeps ", op_id = N" names
+    # nsys keeps ", op_id = N" names
+    raw = analyze(path, scope=Scope(window=Whole(), raw_nvtx=True)).nvtx
     ours = {(r["name"], r["style"]): r for r in raw.iter_rows(named=True)}
     rows = read_nsys_csv(csv_path)
     assert rows
@@ -215,7 +216,7 @@ def test_nvtx_names_normalised_by_default(traces: Path) -> None:
     """PyTorch emit_nvtx names every call `aten::x, op_id = N`: by default those collapse into
     one row per op, with counts and totals that add up to the raw rows."""
     path = traces / "nsys" / "nsysai-2gpu-before.sqlite"
-    raw = analyze(path, scope=Scope(raw_nvtx=True)).nvtx
+    raw = analyze(path, scope=Scope(window=Whole(), raw_nvtx=True)).nvtx
     norm = analyze(path).nvtx
     assert len(norm) < len(raw) / 10
     assert not norm["name"].str.contains("op_id = ").any()

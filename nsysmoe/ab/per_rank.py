@@ -2,7 +2,7 @@
 
 Ranks are paired by position (the i-th process by sorted pid of each side, as ``per_gpu`` pairs
 GPUs: pids differ between runs). Each process is measured once, over its side's own windows and
-iterations (:func:`nsysmoe.pipeline.analyze_process`, without the detail tables no row reads),
+iterations (:func:`nsysmoe.pipeline.analyze_process`: its rows of the side's tables),
 its phase ranges taken from its side's projection (a range and what it launched lie in one
 process), with the same row definitions as the all-GPU rows, so a rank's durations, counts
 and NVTX totals are its share of the row's sum.
@@ -19,7 +19,7 @@ from nsysmoe import env
 from nsysmoe.ab.metrics import summary_rows
 from nsysmoe.ab.side import rank_side
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.model import WHOLE, Scope
+from nsysmoe.measure.steps import detect_steps
 from nsysmoe.pipeline import analyze_process
 from nsysmoe.results import MetricRow, RankValue, Side, Steps
 
@@ -36,11 +36,11 @@ def side_values(side: Side) -> Values:
     return {r.key: r.off for r in summary_rows(side, side)}
 
 
-def process_values(side: Side, pid: int, scope: Scope, steps: Steps | None) -> Values:
-    """One process of a side, measured alone; a process with no GPU work in the side's window
-    has no values."""
+def process_values(side: Side, pid: int, steps: Steps) -> Values:
+    """One process of a side alone (its share of the side's analysis); a process with no GPU
+    work in the side's window has no values."""
     try:
-        one = analyze_process(side.analysis, pid, scope=scope, steps=steps, detail=False)
+        one = analyze_process(side.analysis, pid, steps=steps)
     except NsysmoeError:
         return {}
     mine = side.projected.filter(pl.col("pid") == pid)
@@ -52,11 +52,12 @@ def with_per_rank(
     off: Side,
     on: Side,
     *,
-    scope: Scope = WHOLE,
+    step_pattern: str | None = None,
     steps: tuple[Steps, Steps] | None = None,
 ) -> tuple[MetricRow, ...]:
     """The rows with ``per_rank`` filled: one :class:`RankValue` per rank position of either
-    side; a side with one process is its own rows' values (nothing measured again)."""
+    side; a side with one process is its own rows' values (nothing measured again). ``steps``:
+    the iterations the sides were measured with (else detected again, by ``step_pattern``)."""
     pids = pids_of(off), pids_of(on)
     values: dict[tuple[str, int], Values] = {}
     # polars releases the GIL, but more threads than cores only spin: on 2 cores, 4 threads
@@ -67,9 +68,9 @@ def with_per_rank(
             if len(pids[k]) == 1:
                 values[(side.label, 0)] = {r.key: r.off if k == 0 else r.on for r in rows}
                 continue
-            st = None if steps is None else steps[k]
+            st = _steps_of(side, step_pattern) if steps is None else steps[k]
             for i, pid in enumerate(pids[k]):
-                futures[(side.label, i)] = pool.submit(process_values, side, pid, scope, st)
+                futures[(side.label, i)] = pool.submit(process_values, side, pid, st)
         values |= {key: future.result() for key, future in futures.items()}
     n = max(len(pids[0]), len(pids[1]))
 
@@ -82,6 +83,14 @@ def with_per_rank(
         )  # fmt: skip
 
     return tuple(replace(r, per_rank=rank_values(r.key)) for r in rows)
+
+
+def _steps_of(side: Side, pattern: str | None) -> Steps:
+    source = side.analysis.source
+    if source is None:
+        raise NsysmoeError(f"{side.analysis.path}: analysis was detached from its trace; "
+                           "re-analyse it")  # fmt: skip
+    return detect_steps(source.trace, pattern)
 
 
 def _at(items: list[int], i: int) -> int | None:

@@ -1,4 +1,5 @@
-"""Training iterations from NVTX ranges, mapped onto the GPU timeline, and the steady window.
+"""Training iterations from NVTX ranges, mapped onto the GPU timeline (the window measured is
+chosen from them in :mod:`nsysmoe.measure.window`).
 
 The CPU runs ahead of the GPU (hundreds of ms in real traces), so a step's CPU range is not its GPU
 time. A step's GPU work is every kernel/copy whose launching API call (any thread of the process)
@@ -9,10 +10,6 @@ CPU times are used, and the report says so.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
-
-import numpy as np
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError, UsageError
@@ -150,104 +147,6 @@ def _with_periods(table: pl.DataFrame) -> pl.DataFrame:
     return (
         table.with_columns(complete.alias("complete")).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)
     )
-
-
-@dataclass(frozen=True)
-class StepSelection:
-    """Which iterations form the steady window, and why (stated in every report)."""
-
-    steps: list[int]
-    window: Window  # GPU timeline
-    cpu_window: Window  # the kept iterations' CPU ranges, for CPU-side NVTX totals
-    description: str
-
-
-#: a leading iteration is warm-up while its period is more than this much over the steady median
-WARMUP_TOLERANCE = 0.10
-
-
-def warmup(steps: Steps) -> tuple[int, str]:
-    """How many leading complete iterations are warm-up, and why: the first always (setup,
-    autotuning, allocator growth), then each next one until the step period (the slowest
-    process's) is within a tolerance of the steady median — the median of the second half, the
-    tolerance 10 % or 3 robust SDs of that half, whichever is larger. At least 2 iterations are
-    kept; with fewer than 3, none is skipped."""
-    numbers = steps.numbers
-    n = len(numbers)
-    if n < 3:
-        return 0, "none skipped as warm-up: fewer than 3 iterations"
-    periods = (
-        steps.table.filter(pl.col("step").is_in(numbers))
-        .group_by("step").agg(pl.col("step_ns").max()).sort("step")["step_ns"]
-        .to_numpy().astype(np.float64)
-    )  # fmt: skip
-    steady = periods[n // 2 :]
-    median = float(np.median(steady))
-    spread = 1.4826 * float(np.median(np.abs(steady - median)))
-    tolerance = max(WARMUP_TOLERANCE, 3 * spread / median if median else 0.0)
-    k = 1
-    while k < n - 2 and periods[k] > (1 + tolerance) * median:
-        k += 1
-    return k, (f"{k} skipped as warm-up: until the step period is within {100 * tolerance:.0f} % "
-               f"of the steady median, {median / 1e6:,.3f} ms")  # fmt: skip
-
-
-def auto_skip(skip: int | None, steps: Steps) -> int:
-    """``None`` means the default: the detected warm-up (:func:`warmup`)."""
-    return warmup(steps)[0] if skip is None else skip
-
-
-def select_steps(
-    steps: Steps,
-    *,
-    skip: int | None = 0,
-    first: int | None = None,
-    last: int | None = None,
-    only: Collection[int] | None = None,
-) -> StepSelection:
-    """Skip ``skip`` warm-up iterations, then keep step numbers in [first, last] and, for an
-    A/B, in ``only`` (the iterations both traces have)."""
-    numbers = steps.numbers
-    if not numbers:
-        raise NsysmoeError(
-            f"no complete iteration ranges found (pattern {steps.pattern!r}); "
-            "name them with --step-range REGEX or use a time --window"
-        )
-    detected, reason = warmup(steps) if skip is None else (skip, f"{skip} skipped as warm-up")
-    skip = detected
-    kept = numbers[skip:]
-    kept = [n for n in kept if (first is None or n >= first) and (last is None or n <= last)]
-    if only is not None:
-        kept = [n for n in kept if n in only]
-    if not kept:
-        asked = f"; iterations {first}–{last} asked" if first is not None else ""
-        raise NsysmoeError(
-            f"no iterations left in the window (found {numbers[0]}–{numbers[-1]}, "
-            f"{skip} skipped{asked}); adjust --skip or --window"
-        )
-    chosen = steps.table.filter(pl.col("step").is_in(kept))
-    window = Window(int(chosen["gpu_start_ns"].min()), int(_step_ends(steps.table, kept).max()))
-    cpu_window = Window(int(chosen["cpu_start_ns"].min()), int(chosen["cpu_end_ns"].max()))
-    where = "GPU timeline" if steps.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
-    how = f"iterations {first}–{last} asked" if first is not None or last is not None else reason
-    if only is not None:
-        how += "; only iterations both traces have"
-    cut = ""
-    if steps.truncated:
-        late = ", ".join(map(str, steps.truncated))
-        cut = f"; iteration {late} left out: cut short by the end of the capture"
-    which = f"iteration {kept[0]}" if len(kept) == 1 else f"iterations {kept[0]}–{kept[-1]}"
-    desc = (
-        f"{which} ({len(kept)} of {len(numbers)} complete iterations; "
-        f"{how}{cut}), on the {where}"
-    )
-    return StepSelection(kept, window, cpu_window, desc)
-
-
-def _step_ends(table: pl.DataFrame, kept: list[int]) -> pl.Series:
-    """Each process's end of its last kept step (the start of the next, or its last op's end)."""
-    rows = table.filter(pl.col("step").is_in(kept))
-    return (rows["gpu_start_ns"] + rows["step_ns"]).cast(pl.Int64)
 
 
 def process_windows(steps: Steps, kept: list[int]) -> pl.DataFrame:

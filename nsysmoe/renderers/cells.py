@@ -41,12 +41,39 @@ def source_text(a: TraceAnalysis) -> str:
 
 
 def window_text(a: TraceAnalysis) -> str:
-    w = a.window
+    """The window in full: its description, then its bounds on the timeline when it has any."""
+    w, text = a.window, a.window_choice.description
     if not w.bounded:
-        return a.window_text
+        return text
     lo = "start" if w.start_ns is None else f"{w.start_ns:,} ns"
     hi = "end" if w.end_ns is None else f"{w.end_ns:,} ns"
-    return f"{a.window_text}: [{lo}, {hi})"
+    return f"{text}: [{lo}, {hi})"
+
+
+def window_phrase(a: TraceAnalysis) -> str:
+    """The window in a few words: "iterations 2–7 (2 skipped as warm-up)", "whole trace",
+    "time window from the first GPU activity at 5,622,126 ns"."""
+    c = a.window_choice
+    if c.kind == "whole":
+        return "whole trace"
+    if c.kind == "time":
+        return "time window" + ("" if c.origin_ns is None else
+                                f" from the first GPU activity at {c.origin_ns:,} ns")  # fmt: skip
+    which = f"iteration {c.kept[0]}" if len(c.kept) == 1 else (
+        f"iterations {c.kept[0]}–{c.kept[-1]}")  # fmt: skip
+    if c.asked is None and c.why != "asked" and c.skipped:
+        which += f" ({c.skipped} skipped as warm-up)"
+    return which
+
+
+def warmup_hint(a: TraceAnalysis) -> list[str]:
+    """Say so when the first measured iteration is still slow (the window choice judged it by
+    the warm-up rule: :func:`nsysmoe.measure.window.still_warm`)."""
+    if (slow := a.window_choice.slow_first) is None:
+        return []
+    step, slower = slow
+    return [f"hint: iteration {step} is {slower:.0f} % slower than the median iteration: "
+            "warm-up may still be in the window (--skip N)"]
 
 
 def versus(a: str, b: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from nsysmoe.api import compare, load
 from nsysmoe.measure.steps import detect_steps
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope
 from tests.test_real_traces import NSYS_STATS, independent_window
 
 PAIR = ("nersc-ddp-4gpu-baseline.sqlite", "nersc-ddp-4gpu-bucketcap100mb.sqlite")
@@ -35,7 +35,7 @@ def nvidia_step_projection(stem: str) -> dict[int, tuple[int, int]]:
 @pytest.fixture(scope="module")
 def nersc(traces_module: Path):
     off, on = (load(traces_module / "nsys" / name) for name in PAIR)
-    return off, on, compare(off, on, scope=Scope(steady=True, skip=1))
+    return off, on, compare(off, on, scope=Scope(window=Iterations(skip=1)))
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +60,8 @@ def test_steady_window_and_contract(nersc) -> None:
     # iteration 12 (its GPU work spans 34 ms against ~50 ms periods), so it is left out
     assert c.off.analysis.iterations["step"].to_list() == list(range(1, 12))
     assert c.on.analysis.iterations["step"].to_list() == list(range(1, 12))
-    assert "iterations 1–11" in c.off.analysis.window_text
-    assert "iteration 12 left out: cut short" in c.on.analysis.window_text
+    assert "iterations 1–11" in c.off.analysis.window_choice.description
+    assert "iteration 12 left out: cut short" in c.on.analysis.window_choice.description
     checks = {ch.name: ch for ch in c.contract.checks}
     assert not c.contract.matched
     assert not checks["kernels"].ok and "in count" in checks["kernels"].detail

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from nsysmoe.api import analyze, compare, example_paths, load
 from nsysmoe.cli import cli
 from nsysmoe.io.kineto import to_ns
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope
 from tests.fixtures.generate import (
     EXAMPLES,
     EXAMPLES_TRUTH_DIR,
@@ -114,7 +114,7 @@ def test_analysis_equals_nsys_and_truth(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def ab():
-    scope = Scope(steady=True, skip=1)
+    scope = Scope(window=Iterations(skip=1))
     return (compare(KINETO[OFF], KINETO[ON], scope=scope),
             compare(NSYS[OFF], NSYS[ON], scope=scope))  # fmt: skip
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from nsysmoe.measure.iterations import iteration_metrics
 from nsysmoe.measure.overlap import per_gpu
-from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, Window
+from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, Iterations, Window
 
 CLASSES = ("comm", "gemm", "other")
 interval = st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 25))
@@ -76,6 +76,6 @@ def test_skewed_processes_are_not_counted_twice() -> None:
         nvtx=pl.DataFrame(nvtx, schema=model.NVTX_SCHEMA, orient="row"),
         gpus=model.empty(model.GPU_SCHEMA), memory_events=model.empty(model.MEMORY_EVENT_SCHEMA),
     )  # fmt: skip
-    result = analyze_trace(prepare(trace), scope=Scope(steady=True))
+    result = analyze_trace(prepare(trace), scope=Scope(window=Iterations(skip=0)))
     assert result.iterations["comm_ns"].to_list() == [180, 180, 180]
     assert result.iterations["comm_ns"].sum() == result.gpus["comm_ns"].sum() == 540

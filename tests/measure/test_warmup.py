@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsysmoe.api import analyze, compare, example_paths
-from nsysmoe.measure.steps import STEP_SCHEMA, WARMUP_TOLERANCE, warmup
+from nsysmoe.measure.steps import STEP_SCHEMA
+from nsysmoe.measure.window import WARMUP_TOLERANCE, warmup
 from nsysmoe.model import STEADY
-from nsysmoe.renderers.report.trace import warmup_hint
+from nsysmoe.renderers.cells import warmup_hint
 from nsysmoe.results import Steps
 
 MS = 1_000_000
@@ -32,31 +33,30 @@ def steps_of(*periods_by_pid: list[float], complete_last: bool = True) -> Steps:
 
 
 def test_hand_made_warmups() -> None:
-    assert warmup(steps_of([180, 125, 100, 101, 99, 100, 102]))[0] == 2
-    assert warmup(steps_of([100, 101, 99, 100, 102, 100]))[0] == 1  # iteration 0 always
-    assert warmup(steps_of([300, 250, 200, 150, 100, 100, 100, 100, 100]))[0] == 4
-    assert warmup(steps_of([100, 100]))[0] == 0  # too few to tell
-    assert warmup(steps_of([500, 400, 300]))[0] == 1  # at least 2 kept
+    assert warmup(steps_of([180, 125, 100, 101, 99, 100, 102])).skipped == 2
+    assert warmup(steps_of([100, 101, 99, 100, 102, 100])).skipped == 1  # iteration 0 always
+    assert warmup(steps_of([300, 250, 200, 150, 100, 100, 100, 100, 100])).skipped == 4
+    assert warmup(steps_of([100, 100])).skipped == 0  # too few to tell
+    assert warmup(steps_of([500, 400, 300])).skipped == 1  # at least 2 kept
     # the slowest process decides: rank 1 is still warming up in iteration 1
-    assert warmup(steps_of([150, 100, 100, 100, 100], [150, 130, 100, 100, 100]))[0] == 2
-    n, why = warmup(steps_of([180, 125, 100, 101, 99, 100, 102]))
-    assert why == "2 skipped as warm-up: until the step period is within 10 % of the steady " \
-                  "median, 100.500 ms"  # the median of iterations 3–6  # fmt: skip
+    assert warmup(steps_of([150, 100, 100, 100, 100], [150, 130, 100, 100, 100])).skipped == 2
+    w = warmup(steps_of([180, 125, 100, 101, 99, 100, 102]))
+    assert (w.skipped, w.tolerance, w.median_ns) == (2, 0.10, 100.5 * MS)  # median of 3–6
 
 
 def test_noisy_steady_state_widens_the_tolerance() -> None:
     """Periods swinging ±10–15 % in the steady state: a 10 % tolerance would call iteration 1
     (125 ms) warm-up; 3 robust SDs (44 %) do not."""
     noisy = [200, 125, 100, 115, 88, 112, 92, 110, 86, 114, 90, 108]
-    n, why = warmup(steps_of(noisy))
-    assert n == 1 and "within 44 % of the steady median, 100.000 ms" in why
+    w = warmup(steps_of(noisy))
+    assert w.skipped == 1 and round(100 * w.tolerance) == 44 and w.median_ns == 100 * MS
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(1, 1000), min_size=0, max_size=30))
 def test_the_rule_read_directly(periods: list[float]) -> None:
     n = len(periods)
-    got, _ = warmup(steps_of(periods))
+    got = warmup(steps_of(periods)).skipped
     p = [round(x * MS) for x in periods]
     if n < 3:
         assert got == 0
@@ -77,7 +77,7 @@ def test_the_shipped_pair_skips_its_two_slow_iterations_and_hints_nothing() -> N
     c = compare(*example_paths())
     for side in (c.off.analysis, c.on.analysis):
         assert side.iterations["step"].to_list() == [2, 3, 4, 5, 6, 7]
-        assert "2 skipped as warm-up" in side.window_text
+        assert "2 skipped as warm-up" in side.window_choice.description
         assert warmup_hint(side) == []
     one = analyze(example_paths()[0], scope=STEADY)
     assert one.iterations["step"].to_list() == [2, 3, 4, 5, 6, 7] and warmup_hint(one) == []

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 
 from nsysmoe import api  # noqa: E402
 from nsysmoe.measure import lanes  # noqa: E402
-from nsysmoe.model import Scope, Window  # noqa: E402
+from nsysmoe.model import Iterations, Scope, Window  # noqa: E402
 from nsysmoe.parallel import Executor  # noqa: E402
 from nsysmoe.ranks import run_analysis  # noqa: E402
 from nsysmoe.renderers.plot import (  # noqa: E402
@@ -36,7 +36,7 @@ from nsysmoe.renderers.plot import (  # noqa: E402
 from nsysmoe.renderers.plot.common import short_ranks, window_key, windows_line  # noqa: E402
 from tests.fixtures.generate import straggler_scenario, write_export  # noqa: E402
 
-STEADY = Scope(steady=True, skip=1)
+STEADY = Scope(window=Iterations(skip=1))
 SVG = "{http://www.w3.org/2000/svg}svg"
 #: rank file names that differ only in the middle: cut at a fixed column they read alike
 LONG = "moe-straggler-experiment-2026-01-15-{}-hybridep-ep8-overlap-on-steady-window"
@@ -212,7 +212,7 @@ def test_windows_differ_only_when_they_do(examples) -> None:
     assert windows_line((off, on)).startswith("window (both sides): ")
     # the detected warm-up differs per side: the same iterations, described in other words
     c = api.compare(*api.example_paths())
-    assert c.off.analysis.window_text != c.on.analysis.window_text
+    assert c.off.analysis.window_choice.description != c.on.analysis.window_choice.description
     for fig in (api.figures(c)[s] for s in ("breakdown", "channels")):
         title = flat(fig.get_suptitle())
         assert "differ" not in title
@@ -220,10 +220,12 @@ def test_windows_differ_only_when_they_do(examples) -> None:
     # a relative time window: each side's text names its own first GPU activity
     rel = api.compare(*api.example_paths(), scope=Scope(window=Window(0, 40_000_000, True)))
     a = rel.on.analysis
-    text = a.window_text.replace("5,622,126", "5,623,126")
-    assert text != a.window_text  # as if the on trace's first GPU activity came 1 µs later
-    later = replace(rel.on, analysis=replace(a, window_text=text, window=Window(
-        a.window.start_ns + 1000, a.window.end_ns + 1000)))  # fmt: skip
+    c = a.window_choice
+    text = c.description.replace("5,622,126", "5,623,126")
+    assert text != c.description  # as if the on trace's first GPU activity came 1 µs later
+    moved = Window(a.window.start_ns + 1000, a.window.end_ns + 1000)
+    later = replace(rel.on, analysis=replace(a, window_choice=replace(
+        c, description=text, origin_ns=c.origin_ns + 1000, window=moved, cpu_window=moved)))
     line = windows_line((rel.off, later))
     assert "differ" not in line and "the same time window, [0 ns, 40,000,000 ns)" in line
     # iterations that are not the same: now they differ, and each side's window is given
@@ -236,7 +238,7 @@ def test_windows_differ_only_when_they_do(examples) -> None:
 def test_ranks_title_says_windows_differ_only_when_they_do(long_named_run) -> None:
     rel = Scope(window=Window(0, 8_000_000, relative=True))
     run = api.analyze_many(long_named_run, scope=rel, executor=Executor(1))
-    assert len({a.window_text for a in run.analyses}) > 1  # each file's own origin
+    assert len({a.window_choice.description for a in run.analyses}) > 1  # each file's origin
     title = flat(ranks_figure(run).get_suptitle())
     assert "differ" not in title and "the same time window" in title
     whole = api.analyze_many(long_named_run[:2], executor=Executor(1))

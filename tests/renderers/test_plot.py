@@ -19,7 +19,7 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
 from nsysmoe.measure import lanes
 from nsysmoe.measure.lanes import PARTS
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope
 from nsysmoe.ranks import run_analysis
 from nsysmoe.renderers.plot import breakdown_figure, ranks_figure, timeline_figure, write_figures
 from nsysmoe.renderers.plot.common import MAX_BARS, bars
@@ -29,7 +29,7 @@ needs_mpl = pytest.mark.skipif(
     find_spec("matplotlib") is None, reason="matplotlib not installed (pip install matplotlib)"
 )
 
-STEADY = Scope(steady=True, skip=1)
+STEADY = Scope(window=Iterations(skip=1))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -90,7 +90,8 @@ def test_breakdown_labels_the_hidden_share_and_windows(pair) -> None:
     fig = breakdown_figure(comparison, breakdown_parts(comparison))
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "36.8 % of comm hidden" in ticks[1] and "0.1 % of comm hidden" in ticks[0]
-    assert comparison.off.analysis.window_text in fig.get_suptitle().replace("\n", " ")
+    window = comparison.off.analysis.window_choice.description
+    assert window in fig.get_suptitle().replace("\n", " ")
 
 
 def plot_in_worker(outdir: str) -> tuple[list[str], bool]:

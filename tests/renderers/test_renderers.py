@@ -13,7 +13,7 @@ import pytest
 
 from nsysmoe import __version__, api
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.model import Scope
+from nsysmoe.model import Iterations, Scope
 from nsysmoe.renderers import document, render
 from nsysmoe.renderers.document import Details, Heading, Lines, Table
 from nsysmoe.renderers.json import SCHEMAS
@@ -26,7 +26,7 @@ HOSTILE = "evil<script>alert(1)</script>|kernel"
 @pytest.fixture(scope="module")
 def results() -> dict[str, object]:
     off, on = (str(p) for p in api.example_paths())
-    analysis = api.analyze(off, scope=Scope(steady=True, skip=1))
+    analysis = api.analyze(off, scope=Scope(window=Iterations(skip=1)))
     return {
         "trace": analysis,
         "comparison": api.compare(off, on),

@@ -136,22 +136,19 @@ def side_names(sides: Sequence[Side]) -> list[str]:
             for n, s in zip(names, sides, strict=True)]  # fmt: skip
 
 
-_ORIGIN = re.compile(r" from the first GPU activity at ([\d,]+) ns")
-
-
 def window_key(a: TraceAnalysis) -> tuple[object, ...]:
     """What an analysis' window *is*, comparable across traces (whose clocks differ): the
     iteration numbers of an iteration window, the bounds of a time window (counted from the
     first GPU activity for a relative one), or the whole trace. Two windows with equal keys
     are the same window however their descriptions differ (e.g. "7 of 8" vs "7 of 9 complete
     iterations")."""
-    if not a.window.bounded:
+    choice = a.window_choice
+    if choice.kind == "whole":
         return ("whole trace",)
-    if a.window_text.startswith("time window"):
-        m = _ORIGIN.search(a.window_text)
-        origin = int(m.group(1).replace(",", "")) if m else 0
+    if choice.kind == "time":
+        origin = choice.origin_ns or 0
         lo, hi = a.window.start_ns, a.window.end_ns
-        return ("time", m is not None, None if lo is None else lo - origin,
+        return ("time", choice.origin_ns is not None, None if lo is None else lo - origin,
                 None if hi is None else hi - origin)  # fmt: skip
     return ("iterations", tuple(sorted(a.iterations["step"].to_list())))
 
@@ -175,7 +172,7 @@ def windows_line(sides: Sequence[Side]) -> str:
     sides' own words where those agree); "windows differ" only when they are not the same
     window, with each side's."""
     analyses = [s.analysis for s in sides]
-    texts = [a.window_text for a in analyses]
+    texts = [a.window_choice.description for a in analyses]
     if len({window_key(a) for a in analyses}) > 1:
         each = "; ".join(f"{n}: {t}" for n, t in zip(side_names(sides), texts, strict=True))
         line = f"windows differ: {each}"

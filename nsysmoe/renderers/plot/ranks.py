@@ -192,7 +192,7 @@ def _ranks_title(run: RanksAnalysis, n: int, step: np.ndarray, per_file: bool,
     """Title with the window: one text when every file has the same window in the same words
     (so 64 ranks do not repeat it), "windows differ per file" only when they are not the same
     window; and why there is no step panel, when there is none."""
-    texts = [a.window_text for a in run.analyses]
+    texts = [a.window_choice.description for a in run.analyses]
     if len({window_key(a) for a in run.analyses}) > 1:
         window = "windows differ per file"
     elif len(set(texts)) == 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsysmoe.renderers.cells import count, ms, pct, shorten, versus
+from nsysmoe.renderers.cells import count, ms, pct, shorten, versus, warmup_hint
 from nsysmoe.renderers.document import (
     Block,
     Details,
@@ -16,7 +16,7 @@ from nsysmoe.renderers.document import (
 )  # fmt: skip
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import comparison_headline, shown_source
-from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes, warmup_hint
+from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes
 from nsysmoe.results import Comparison, MetricRow, Verdict
 
 
@@ -169,12 +169,12 @@ def document(c: Comparison, options: ReportOptions | None = None) -> Document:
     options = options or ReportOptions()
     a, b = c.off.analysis, c.on.analysis
     off, on = c.off.name, c.on.name
+    window_a, window_b = a.window_choice.description, b.window_choice.description
     width = max(len(off), len(on)) + 1
     head = (
         f"{off + ':':<{width}} {shown_source(a)}",
         f"{on + ':':<{width}} {shown_source(b)}",
-        f"window: {off} {a.window_text}" + ("" if a.window_text == b.window_text
-                                             else f"; {on} {b.window_text}"),
+        f"window: {off} {window_a}" + ("" if window_a == window_b else f"; {on} {window_b}"),
         f"dispatcher: {off} {c.off.dispatcher}; {on} {c.on.dispatcher}",
     )
     caveats = [line for side in (c.off, c.on)

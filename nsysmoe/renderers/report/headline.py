@@ -9,15 +9,13 @@ characters, so it reads the same in a terminal, a PR comment and the HTML page.
 from __future__ import annotations
 
 import os
-import re
 
-from nsysmoe.renderers.cells import ms, pct, source_text, versus
+from nsysmoe.renderers.cells import ms, pct, source_text, versus, window_phrase
 from nsysmoe.renderers.document import Block, Lines, Table
 from nsysmoe.results import Comparison, MetricRow, RanksAnalysis, RanksComparison, TraceAnalysis
 
 #: channels shown in a headline (the most exposed first); the rest are in the channel table
 CHANNELS = 3
-_SKIPPED = re.compile(r"(\d+) skipped as warm-up")
 
 
 def display_path(path: str) -> str:
@@ -32,15 +30,6 @@ def shown_source(a: TraceAnalysis, *, name_only: bool = False) -> str:
     :func:`display_path` shows it, or only the file name."""
     return source_text(a).replace(
         a.path, os.path.basename(a.path) if name_only else display_path(a.path), 1)
-
-
-def window_phrase(a: TraceAnalysis) -> str:
-    """The window in a few words: "iterations 2–7 (2 skipped as warm-up)", "whole trace"."""
-    text = a.window_text
-    short = text.split(" (", 1)[0]
-    if (m := _SKIPPED.search(text)) and m.group(1) != "0":
-        short += f" ({m.group(1)} skipped as warm-up)"
-    return short
 
 
 def _top_channels(*analyses: TraceAnalysis) -> list[str]:

@@ -110,7 +110,7 @@ def failure_lines(failures: Sequence[Failure]) -> tuple[str, ...]:
 def document(run: RanksAnalysis) -> Document:
     head = f"{len(run.analyses)} traces, {len(run.ranks)} ranks"
     if run.analyses:
-        head += f"; window: {run.analyses[0].window_text}"
+        head += f"; window: {run.analyses[0].window_choice.description}"
     blocks: list[Block] = [Heading("nsysmoe: many ranks"), *run_headline(run), Lines((head,))]
     if run.analyses:
         blocks.append(rank_table(run))

@@ -3,7 +3,7 @@ classes, iterations, NVTX and notes."""
 
 from __future__ import annotations
 
-from nsysmoe.renderers.cells import count, gpu_label, ms, pct, window_text
+from nsysmoe.renderers.cells import count, gpu_label, ms, pct, warmup_hint, window_text
 from nsysmoe.renderers.document import (
     Block,
     Caption,
@@ -20,7 +20,6 @@ from nsysmoe.renderers.report.headline import shown_source, trace_headline
 from nsysmoe.results import TraceAnalysis, launch_dict
 
 TOP_NVTX = 15
-WARMUP_FACTOR = 1.1  # a first iteration this much slower than the median looks like warm-up
 FORMULA = "hidden % = |⋃comm ∩ ⋃compute| / |⋃comm|, per GPU, exact to the ns"
 
 
@@ -294,19 +293,6 @@ def optional_tables(a: TraceAnalysis, options: ReportOptions | None = None) -> l
     if not a.unclassified.is_empty():
         tables.append(unclassified_table(a, options or ReportOptions()))
     return tables
-
-
-def warmup_hint(a: TraceAnalysis) -> list[str]:
-    """Say so when the first measured iteration is still slow (warm-up left in the window)."""
-    it = a.iterations
-    if len(it) < 3 or not a.window.bounded:
-        return []
-    first, median = int(it["step_ns"][0]), float(it["step_ns"].median())
-    if first <= WARMUP_FACTOR * median:
-        return []
-    slower = 100.0 * (first / median - 1)
-    return [f"hint: iteration {it['step'][0]} is {slower:.0f} % slower than the median "
-            "iteration: warm-up may still be in the window (--skip N)"]  # fmt: skip
 
 
 def notes(a: TraceAnalysis) -> list[str]:
