@@ -410,6 +410,16 @@ class Side:
             object.__setattr__(self, "name", self.label)
 
 
+#: A Δ % is shown only where its base (the off value) is at least this share (%) of the off
+#: side's GPU-active time over the same window (all GPUs summed, as the rows are): the rows are
+#: totals over that window, and one under 1 % of it is a sliver (the shipped A/B's
+#: communication concurrent with GEMM/attention, 0.120 ms of 597 ms, went +47,274 %; the seed's
+#: 9.079 ms → 3,959 ms, +43,506 %), whose percentage says nothing the Δ in ms does not. Rows
+#: that are one event's duration (the median step, a class's median kernel) and counts have no
+#: floor: their base is a typical size, not a share of the window.
+PCT_BASE_SHARE = 1.0
+
+
 @dataclass(frozen=True)
 class RankValue:
     """One metric of one rank of an A/B: the ``rank``-th process by sorted pid of each side
@@ -428,8 +438,9 @@ class RankValue:
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One compared quantity; ``unit`` "pct" is a percentage, its Δ in points. ``per_rank``
-    (an A/B of two traces): the same quantity for each rank's process alone."""
+    """One compared quantity; ``unit`` "pct" is a percentage, its Δ in points. ``per_rank``:
+    the same quantity for each rank alone. ``pct_floor`` (in the row's unit): the smallest base
+    a Δ % is given for (:data:`PCT_BASE_SHARE`); None: any non-zero base."""
 
     key: str
     label: str
@@ -439,6 +450,7 @@ class MetricRow:
     better: Better | None = None  # None: no direction
     note: str = ""
     per_rank: tuple[RankValue, ...] = ()
+    pct_floor: float | None = None
 
     @property
     def delta(self) -> float | int | None:
@@ -446,22 +458,44 @@ class MetricRow:
 
     @property
     def delta_pct(self) -> float | None:
-        if self.delta is None or not self.off or self.unit == "pct":
+        """Δ as a percentage of the off value; None for a percentage (its Δ is in points), a
+        zero base, or one below ``pct_floor`` (the change is then said in absolute terms only:
+        a percentage of a sliver is noise, +47,274 % for 0.120 → 56.929 ms)."""
+        if self.delta is None or not self.off or self.unit == "pct" or self.pct_floored:
             return None
         return 100.0 * self.delta / self.off
+
+    @property
+    def pct_floored(self) -> bool:
+        """The off value is below ``pct_floor``: no Δ % is shown."""
+        return (self.pct_floor is not None and self.off is not None
+                and abs(self.off) < self.pct_floor)  # fmt: skip
+
+    @property
+    def gated_pct(self) -> float | None:
+        """The relative change ``--fail-if`` (``KEY_delta_pct``) and the verdicts test: Δ over
+        the off value, but over no less than ``pct_floor``, so noise on a tiny base cannot pass
+        a threshold while a real change from it still does. Equal to :attr:`delta_pct` wherever
+        that is given."""
+        if self.delta is None or self.off is None or self.unit == "pct":
+            return None
+        base = max(abs(self.off), self.pct_floor or 0)
+        return 100.0 * self.delta / base if base else None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "key": self.key, "label": self.label, "unit": self.unit, "off": self.off,
             "on": self.on, "delta": self.delta, "delta_pct": self.delta_pct,
-            "better": self.better, "note": self.note,
+            "delta_pct_floor": self.pct_floor, "better": self.better, "note": self.note,
         }  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Verdict:
     """Improvement, regression or no change of one metric against its noise floor; ``change``
-    and ``noise`` are in ``unit``: "%" (relative change) or "pp" (points, for percentages)."""
+    and ``noise`` are in ``unit``: "%" (relative change) or "pp" (points, for percentages).
+    ``base_ns``: set where the off value was below the row's ``pct_floor``: the change is then
+    a percentage of that floor (:attr:`MetricRow.gated_pct`), not of the tiny base."""
 
     key: str
     label: str
@@ -470,10 +504,11 @@ class Verdict:
     noise: float
     noise_source: str
     unit: Literal["%", "pp"] = "%"
+    base_ns: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"metric": self.key, "label": self.label, "outcome": self.outcome,
-                "change": self.change, "noise_floor": self.noise,
+                "change": self.change, "change_base_ns": self.base_ns, "noise_floor": self.noise,
                 "noise_source": self.noise_source}  # fmt: skip
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import polars as pl
 
 from nsysmoe.ab.side import MOE_PHASE_PATTERN
-from nsysmoe.results import MetricRow, Side, StepChange
+from nsysmoe.results import PCT_BASE_SHARE, MetricRow, Side, StepChange
 
 #: short ``--fail-if`` names for common values
 ALIASES = {
@@ -18,15 +19,32 @@ ALIASES = {
 }
 
 
+#: rows whose value is a median of single durations, not a total over the window
+MEDIAN_KEYS = frozenset({"step_time_ns", "gemm_median_ns", "attention_median_ns"})
+
+
+def with_pct_floor(rows: Sequence[MetricRow], active_off: int | float | None
+                   ) -> tuple[MetricRow, ...]:  # fmt: skip
+    """The rows with ``pct_floor`` set on every total in ns (:data:`PCT_BASE_SHARE` of
+    ``active_off``, the off side's GPU-active union); medians, counts and percentages keep
+    none."""
+    floor = round(PCT_BASE_SHARE * active_off / 100) if active_off else None  # integer ns
+    return tuple(replace(r, pct_floor=floor) if r.unit == "ns" and r.key not in MEDIAN_KEYS
+                 else r for r in rows)  # fmt: skip
+
+
 def flat_values(rows: Sequence[MetricRow], matched: bool) -> dict[str, float | None]:
     """``KEY`` (the on side), ``KEY_off``, ``KEY_delta``, ``KEY_delta_pct`` for every non-NVTX
-    row, the :data:`ALIASES`, and ``matched`` (1 or 0)."""
+    row, the :data:`ALIASES`, and ``matched`` (1 or 0). ``KEY_delta_pct`` is the change over
+    the off value or, where that is below the row's floor, over the floor
+    (:attr:`~nsysmoe.results.MetricRow.gated_pct`): noise on a tiny base never passes a
+    threshold, a real change from it still does."""
     out: dict[str, float | None] = {}
     for r in rows:
         if not r.key.startswith(("nvtx:", "nvtx_gpu:")):
             out |= {r.key: r.on, f"{r.key}_off": r.off, f"{r.key}_delta": r.delta}
             if r.unit != "pct":  # a percentage's change is its delta, in points
-                out[f"{r.key}_delta_pct"] = r.delta_pct
+                out[f"{r.key}_delta_pct"] = r.gated_pct
     out |= {alias: out.get(key) for alias, key in ALIASES.items()}
     out["matched"] = 1.0 if matched else 0.0
     return out
@@ -76,7 +94,7 @@ def summary_rows(off: Side, on: Side) -> list[MetricRow]:
                       _compute(off, klass, "median_ns"), _compute(on, klass, "median_ns"), "lower",
                       "compute inflation"),
         ]  # fmt: skip
-    return rows + phase_rows(off, on)
+    return list(with_pct_floor(rows + phase_rows(off, on), off.analysis.totals.active_ns))
 
 
 #: per-channel A/B rows: (metric, label, unit, better)

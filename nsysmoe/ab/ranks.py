@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nsysmoe.ab.metrics import MEDIAN_KEYS, with_pct_floor
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
 from nsysmoe.measure.collectives import across_files
 from nsysmoe.measure.overlap import hidden_pct
@@ -22,11 +23,9 @@ from nsysmoe.results import (
     TraceAnalysis,
 )
 
-#: rows whose cross-rank value is a median of per-rank values, not a sum
-MEDIAN_KEYS = {"step_time_ns", "gemm_median_ns", "attention_median_ns"}
-
 
 def _combine(key: str, unit: str, values: list[float | int | None]) -> float | int | None:
+    """Over ranks: the median of the per-rank medians (:data:`MEDIAN_KEYS`), else the sum."""
     vals = [v for v in values if v is not None]
     if not vals:
         return None
@@ -157,6 +156,8 @@ def compare_runs(results: list[Comparison | Failure], n_off: int, n_on: int) -> 
     off = across_files(tuple(p.off.analysis for p in pairs))
     on = across_files(tuple(p.on.analysis for p in pairs))
     rows = summed_rows(pairs) + wait_rows(pairs, off, on)
+    active = next((r.off for r in rows if r.key == "active_ns"), None)
+    rows = with_pct_floor(rows, active)
     verdicts = []
     for key, (col, relative) in JUDGED.items():
         off_it = pl.concat([p.off.analysis.iterations[col] for p in pairs])

@@ -41,17 +41,19 @@ def noise_floor(off: pl.Series, on: pl.Series, *, relative: bool) -> tuple[float
 def judge(row: MetricRow, noise: tuple[float, str]) -> Verdict:
     """The outcome of one row's change against its noise floor (a change within it is none)."""
     points = row.unit == "pct"  # a percentage changes by points, anything else by percent
-    change = row.delta if points else row.delta_pct
+    # from a base below the row's floor, the change relative to the floor (MetricRow.gated_pct)
+    change = row.delta if points else row.gated_pct
+    base = row.pct_floor if not points and row.pct_floored else None
     floor, source = noise
     unit = "pp" if points else "%"
     if change is None or row.better is None:
-        return Verdict(row.key, row.label, "n/a", change, floor, source, unit)
+        return Verdict(row.key, row.label, "n/a", change, floor, source, unit, base)
     if abs(change) <= floor:
         outcome = "no change"
     else:
         good = change < 0 if row.better == "lower" else change > 0
         outcome = "improvement" if good else "regression"
-    return Verdict(row.key, row.label, outcome, change, floor, source, unit)
+    return Verdict(row.key, row.label, outcome, change, floor, source, unit, base)
 
 
 _COND = re.compile(

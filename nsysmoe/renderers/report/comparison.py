@@ -17,7 +17,7 @@ from nsysmoe.renderers.document import (
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import comparison_headline, shown_source
 from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes
-from nsysmoe.results import Comparison, MetricRow, Verdict
+from nsysmoe.results import PCT_BASE_SHARE, Comparison, MetricRow, Verdict
 
 
 def value(row: MetricRow, v: float | int | None) -> str:
@@ -49,8 +49,18 @@ def metric_table(
         for r in rows
     )  # fmt: skip
     header = (f"metric ({scope})", *labels, "Δ", "Δ %", "verdict")
-    return Table(f"{versus(*labels)}, {scope}", header, cells,
+    return Table(f"{versus(*labels)}, {scope}{floor_note(rows, labels[0])}", header, cells,
                  (False, True, True, True, True, False))  # fmt: skip
+
+
+def floor_note(rows: Sequence[MetricRow], off: str) -> str:
+    """Why a Δ % is left out (–) where the base is a sliver of the window, said once."""
+    floors = {r.pct_floor for r in rows if r.pct_floored and r.delta is not None}
+    if not floors:
+        return ""
+    floor = max(f for f in floors if f is not None)
+    return (f"; Δ % where the base is at least {PCT_BASE_SHARE:g} % of {off}'s GPU-active time "
+            f"({ms(floor)} ms)")
 
 
 #: how each contract role reads in a report
@@ -85,6 +95,8 @@ def verdict_lines(c: Comparison) -> list[str]:
     out = []
     for v in c.verdicts:
         change = "n/a" if v.change is None else f"{v.change:+.2f} {v.unit}"
+        if v.base_ns is not None and v.change is not None:  # the base was below its floor
+            change += f" of {ms(v.base_ns)} ms, the floor the base was below"
         out.append(f"{v.label}: {v.outcome}{caveat} ({change}; noise floor ±{v.noise:.2f} "
                    f"{v.unit}, {v.noise_source})")  # fmt: skip
     return out
