@@ -28,6 +28,7 @@ from collections.abc import Iterator
 
 import numpy as np
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.measure import Measurement
 from rich.padding import Padding
@@ -190,6 +191,11 @@ def _table(t: Table, console: Console, color: bool) -> list[RenderableType]:
     header = [safe(h) for h in t.header]
     rows = [[safe(c) for c in r] for r in t.rows]
     widths = _widths(header, rows, t.right, console.width)
+    for c, w in enumerate(widths):  # text too long for its column breaks after _ - . : / ,
+        if w is not None and not t.right[c]:
+            header[c] = _breakable(header[c], w)
+            for r in rows:
+                r[c] = _breakable(r[c], w)
     table = RichTable(
         box=_RULE_COLOR if color else _RULE_PLAIN, show_edge=False, padding=(0, 1, 0, 0),
         header_style="bold", expand=False, highlight=False,
@@ -201,6 +207,33 @@ def _table(t: Table, console: Console, color: bool) -> list[RenderableType]:
     if not rows:
         table.add_row(*(["(none)"] + [""] * (len(header) - 1)))
     return [_para(t.title, "bold"), table] if t.title else [table]
+
+
+#: where a word too long for its column may break: after these (a name's own separators), so
+#: ``overlap_moe_expert_parallel_comm`` reads ``overlap_moe_`` / ``expert_parallel_`` / ``comm``
+#: at 16 columns, not ``overlap_moe_expe`` / ``rt_parallel_comm``
+_BREAK_AFTER = re.compile(r"[_\-.:/,]")
+
+
+def _breakable(cell: str, width: int) -> str:
+    """``cell`` with each word longer than ``width`` split into lines at :data:`_BREAK_AFTER`
+    (the last such place on a line, if it fills at least half of it; else the word is cut at
+    the width, as rich folds it). Rich wraps the rest at spaces. Words of wide characters
+    are left to rich."""
+    if all(len(word) <= width for word in cell.split()):
+        return cell
+    return " ".join(_pieces(word, width) if len(word) > width and cell_len(word) == len(word)
+                    else word for word in cell.split(" "))  # fmt: skip
+
+
+def _pieces(word: str, width: int) -> str:
+    lines = []
+    while len(word) > width:
+        cut = max((m.end() for m in _BREAK_AFTER.finditer(word, 0, width)), default=0)
+        cut = cut if 2 * cut >= width else width
+        lines.append(word[:cut])
+        word = word[cut:]
+    return "\n".join([*lines, word])
 
 
 def _widths(header: list[str], rows: list[list[str]], right: tuple[bool, ...],

@@ -175,3 +175,23 @@ def test_prose_wraps_with_a_hanging_indent() -> None:
     lines = format_document(doc, width=40, color=False).splitlines()
     assert lines[0].startswith("alpha") and all(x.startswith("  ") for x in lines[1:])
     assert lines[-1] == "  second" and max(map(len, lines)) <= 40
+
+
+def test_names_too_long_for_their_column_break_after_separators(comparison) -> None:  # noqa: ANN001
+    """At 100 columns the contract table's variable no longer splits mid-word
+    (``overlap_moe_expe`` / ``rt_parallel_comm``): it breaks after its underscores; a word
+    without a separator in the first half of a line is still cut at the width; nothing is
+    lost."""
+    out = render(comparison, "terminal")  # piped: 100 columns
+    contract = out.split("Measurement contract")[1].split("\n\n")[0]
+    first = [line.split()[0] for line in contract.splitlines()[2:] if line.strip()]
+    cut = ("overlap_moe_expe ", "rt_parallel_comm")
+    assert not any(x.startswith(cut) for x in out.splitlines())
+    assert first[-3:] == ["overlap_moe_", "expert_parallel_", "comm"]
+    name = "alpha_beta-gamma.delta:epsilon/zeta," + "x" * 30
+    doc = Document((Table("t", ("name", "ms", "more ms"), ((f"a {name}", "1.000", "12,345.678"),
+                                                           ("b", "2.000", "1")),
+                          (False, True, True)),))  # fmt: skip
+    lines = format_document(doc, width=34, color=False).splitlines()[3:]
+    assert [x.split("  ")[0].strip() for x in lines] == [  # a 20-column name column
+        "a alpha_beta-gamma.", "delta:epsilon/zeta,", "x" * 20, "x" * 10, "b"]
