@@ -75,7 +75,7 @@ from nsysmoe.measure.steps import detect_steps, process_windows
 from nsysmoe.measure.validity import caveats
 from nsysmoe.measure.window import choose, choose_common
 from nsysmoe.model import STEADY, ClassifiedTrace, Scope, Trace, Window, WindowChoice
-from nsysmoe.results import Collectives, Steps, TraceAnalysis, WallVerdict
+from nsysmoe.results import Collectives, RankChoice, Steps, TraceAnalysis, WallVerdict
 
 
 def prepare(trace: Trace, rules: RuleSet | None = None, rank: int | None = None) -> ClassifiedTrace:
@@ -158,7 +158,11 @@ def analyze_trace(
     steps = detect_steps(source.trace, scope.step_pattern) if steps is None else steps
     choice = choose(steps, scope.window, origin) if choice is None else choice
     with ThreadPoolExecutor(max_workers=1) as side:
-        return _measure_on(side, source, steps, choice, scope)
+        analysis = _measure_on(side, source, steps, choice, scope)
+    pids = analysis.gpus["pid"].unique()  # under --rank, the one process prepare() kept
+    if scope.rank is None or len(pids) != 1:
+        return analysis
+    return replace(analysis, rank=RankChoice(scope.rank, int(pids[0])))
 
 
 def common_windows(sources: tuple[ClassifiedTrace, ClassifiedTrace], steps: tuple[Steps, Steps],

@@ -236,6 +236,23 @@ class Graphs:
 
 
 @dataclass(frozen=True)
+class RankChoice:
+    """The one rank an analysis measured (``--rank R``): ``rank`` as asked, ``pid`` the process
+    it named (R itself where a process has that pid, else the R-th by sorted pid)."""
+
+    rank: int
+    pid: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"rank": self.rank, "pid": self.pid}
+
+    @property
+    def text(self) -> str:
+        """How every report says it: ``rank 1 only (pid 145)``."""
+        return f"rank {self.rank} only (pid {self.pid})"
+
+
+@dataclass(frozen=True)
 class TraceAnalysis:
     """Everything ``nsysmoe analyze`` measured on one trace.
 
@@ -297,6 +314,9 @@ class TraceAnalysis:
     process_nvtx: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False, compare=False)
     oom_markers: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
     source: ClassifiedTrace | None = field(default=None, repr=False, compare=False)
+    #: ``--rank R`` (:attr:`nsysmoe.model.Scope.rank`): the rank asked for and the process it
+    #: named; None when every process was measured
+    rank: RankChoice | None = None
 
     @property
     def window(self) -> Window:
@@ -354,6 +374,7 @@ class TraceAnalysis:
             "product_version": self.product_version,
             "generated_by": self.generated_by,
             "window": self.window_choice.to_dict(),
+            "rank": None if self.rank is None else self.rank.to_dict(),
             "rules": self.rules_source,
             "gpus": gpus,
             "channels": _by_channel(self.channel_totals, ()),

@@ -82,6 +82,17 @@ def contract_table(c: Comparison) -> Table:
     return Table(title, ("check", c.off.name, c.on.name, "", "detail"), rows, (False,) * 5)
 
 
+def rank_line(c: Comparison) -> str:
+    """Under ``--rank``, which process of each side every figure is of ("" without it)."""
+    shown = [(side.name, side.analysis.rank) for side in (c.off, c.on)]
+    said = [f"{name} pid {r.pid}" for name, r in shown if r is not None]
+    if not said:
+        return ""
+    asked = next(r.rank for _, r in shown if r is not None)
+    return (f"rank {asked} only: {', '.join(said)}; every figure is that process's GPUs, CUDA "
+            "API calls and NVTX ranges")
+
+
 def contract_lines(c: Comparison) -> list[str]:
     """How the variable under test was found (or how to declare one), and the warning."""
     out = [c.contract.note] if c.contract.note else []
@@ -191,14 +202,17 @@ def document(c: Comparison, options: ReportOptions | None = None) -> Document:
     )
     caveats = [line for side in (c.off, c.on)
                for line in caveat_lines(side.analysis, f"{side.name}: ")]  # fmt: skip
+    ranks = rank_line(c)
     blocks: list[Block] = [
         Heading(f"nsysmoe A/B: {versus(off, on)}"),
+        *([Lines((ranks,))] if ranks else []),
         *([Lines(tuple(caveats))] if caveats else []),
         *comparison_headline(c),
         Lines(head),
     ]
     rows = shown_rows(c.rows, options.all_nvtx)
-    table = metric_table(rows, c.verdicts, labels=(off, on))
+    scope = f"rank {a.rank.rank}" if a.rank is not None else "all GPUs"
+    table = metric_table(rows, c.verdicts, labels=(off, on), scope=scope)
     if len(rows) < len(c.rows):
         more = len(c.rows) - len(rows)
         table = Table(f"{table.title} ({more} more CPU-side NVTX rows: --all-nvtx or --format "

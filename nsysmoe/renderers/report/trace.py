@@ -30,6 +30,8 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
         Heading("nsysmoe:", code=shown_source(a),
                 terminal=f"nsysmoe: {shown_source(a, name_only=True)}"),
     ]
+    if a.rank is not None:
+        blocks.append(Lines((rank_line(a),)))
     if caveats := caveat_lines(a):
         blocks.append(Lines(tuple(caveats)))
     blocks += trace_headline(a)
@@ -62,6 +64,12 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
     if notes(a):
         blocks.append(Lines(tuple(notes(a)), style="notes"))
     return Document(tuple(blocks))
+
+
+def rank_line(a: TraceAnalysis) -> str:
+    """Under ``--rank``, which process every figure is of (said before any of them)."""
+    assert a.rank is not None
+    return f"{a.rank.text}: every figure is this process's GPUs, CUDA API calls and NVTX ranges"
 
 
 def caveat_lines(a: TraceAnalysis, prefix: str = "") -> list[str]:
