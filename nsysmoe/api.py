@@ -28,7 +28,7 @@ from nsysmoe.io import cache, load_trace
 from nsysmoe.measure import lanes
 from nsysmoe.measure.kernels import kernel_table
 from nsysmoe.measure.steps import detect_steps
-from nsysmoe.model import STEADY, WHOLE, Scope, Span, Trace
+from nsysmoe.model import STEADY, Scope, Span, Trace
 from nsysmoe.parallel import Executor, map_files
 from nsysmoe.peers import compat_analysis, profiler_step_names
 from nsysmoe.ranks import run_analysis
@@ -91,11 +91,13 @@ def analyze(
     *,
     rules: RuleSet | None = None,
     window: Span | None = None,
-    scope: Scope = WHOLE,
+    scope: Scope = STEADY,
     cache_dir: str | Path | None = None,
     detached: bool = False,
 ) -> TraceAnalysis:
-    """Classify kernels and measure every GPU of one trace over ``scope``. ``window`` (a time
+    """Classify kernels and measure every GPU of one trace over ``scope`` (by default the steady
+    iterations, as every report of the CLI: :data:`~nsysmoe.model.WHOLE` for the whole trace).
+    ``window`` (a time
     :class:`~nsysmoe.model.Window`, :class:`~nsysmoe.model.Iterations` or
     :class:`~nsysmoe.model.Whole`) replaces ``scope.window`` only: the rank, the step pattern,
     the NVTX naming and the phases of ``scope`` still apply. ``detached``: the result need not
@@ -183,14 +185,15 @@ def analyze_many(
     paths: list[str],
     *,
     rules: RuleSet | None = None,
-    scope: Scope = WHOLE,
+    scope: Scope = STEADY,
     executor: Executor | None = None,
     cache_dir: str | Path | None = None,
     align: bool = False,
 ) -> RanksAnalysis:
-    """Analyse per-rank files in parallel (processes or Dask); bad files are reported, not
-    fatal. Files are put on one clock by their session starts; with ``align``, each rank's clock
-    is also corrected by its collectives' end times (``--align collectives``)."""
+    """Analyse per-rank files in parallel (processes or Dask), each over ``scope`` (default:
+    its steady iterations); bad files are reported, not fatal. Files are put on one clock by
+    their session starts; with ``align``, each rank's clock is also corrected by its
+    collectives' end times (``--align collectives``)."""
     fn = partial(_analyze_path, rules=rules, scope=scope, cache_dir=cache_dir)
     results = map_files(fn, paths, executor or Executor(), "reading traces")
     return run_analysis(results, align=align)

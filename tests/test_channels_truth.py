@@ -13,7 +13,7 @@ import pytest
 
 from nsysmoe.api import analyze, compare, example_paths, render
 from nsysmoe.measure.channels import CHANNEL_ORDER
-from nsysmoe.model import Iterations, Scope
+from nsysmoe.model import WHOLE, Iterations, Scope
 from tests.conftest import TRACES
 from tests.fixtures.generate import (
     EXAMPLES_TRUTH_DIR,
@@ -50,7 +50,7 @@ def assert_channels_equal_truth(result, truth: dict[str, Any]) -> None:
 def test_shipped_examples_channels(path: Path) -> None:
     """Dispatch, combine and the DP all-reduce apart, per GPU, per iteration and summed."""
     truth = json.loads((EXAMPLES_TRUTH_DIR / f"{path.stem}.truth.json").read_text())
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     assert_channels_equal_truth(result, truth)
     assert set(result.channel_totals["channel"]) == {"ep.dispatch", "ep.combine",
                                                      "nccl.allreduce"}  # fmt: skip
@@ -84,7 +84,8 @@ def test_shipped_pair_ab_has_rows_per_channel() -> None:
 @pytest.mark.parametrize("dispatcher", ["hybridep", "deepep", "alltoall"])
 def test_moe_scenarios_channels(tmp_path: Path, dispatcher: str) -> None:
     spec, truth = moe_step_scenario(dispatcher=dispatcher, overlap=True, steps=3, n_processes=2)
-    result = analyze(write_export(tmp_path / "moe.sqlite", spec, "3.28.1", shuffle=True))
+    path = write_export(tmp_path / "moe.sqlite", spec, "3.28.1", shuffle=True)
+    result = analyze(path, scope=WHOLE)
     assert_channels_equal_truth(result, truth)
     channels = set(result.channel_totals["channel"])
     assert {"ep.dispatch", "ep.combine"} <= channels
@@ -96,7 +97,8 @@ def test_moe_scenarios_channels(tmp_path: Path, dispatcher: str) -> None:
 def test_edge_cases_channels(tmp_path: Path, ddl: str) -> None:
     """Concurrent channels (exposed-only ≠ exposed) and a SendRecv outside any EP phase."""
     spec, truth = edge_case_scenario()
-    result = analyze(write_export(tmp_path / "edge.sqlite", spec, ddl, shuffle=True, seed=3))
+    path = write_export(tmp_path / "edge.sqlite", spec, ddl, shuffle=True, seed=3)
+    result = analyze(path, scope=WHOLE)
     assert_channels_equal_truth(result, truth)
     t = result.channel_totals
     assert (t["exposed_only_ns"] < t["exposed_ns"]).any()
@@ -105,7 +107,7 @@ def test_edge_cases_channels(tmp_path: Path, ddl: str) -> None:
 @pytest.mark.parametrize("mode", ["graph", "node"])
 def test_graph_scenario_channels(tmp_path: Path, mode: str) -> None:
     spec, truth = graph_scenario(mode, steps=3)
-    result = analyze(write_export(tmp_path / "g.sqlite", spec, "3.28.1"))
+    result = analyze(write_export(tmp_path / "g.sqlite", spec, "3.28.1"), scope=WHOLE)
     assert_channels_equal_truth(result, truth)
 
 
@@ -117,7 +119,7 @@ def _real_traces() -> list[Path]:
 
 @pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
 def test_real_traces_channels_are_consistent(traces: Path, path: Path) -> None:
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     comm_kernels = result.classes.filter(pl.col("class") == "comm")
     for g in result.gpus.iter_rows(named=True):
         of_gpu = (pl.col("pid") == g["pid"]) & (pl.col("device") == g["device"])
@@ -135,7 +137,7 @@ def test_real_traces_channels_are_consistent(traces: Path, path: Path) -> None:
 
 
 def test_deepseek_trace_shows_dispatch_combine_and_notify_apart(traces: Path) -> None:
-    result = analyze(traces / "kineto/deepseek-v3-ep64-train/rank0.json.gz")
+    result = analyze(traces / "kineto/deepseek-v3-ep64-train/rank0.json.gz", scope=WHOLE)
     assert {"ep.dispatch", "ep.combine", "ep.sync"} <= set(result.channel_totals["channel"])
 
 
@@ -161,7 +163,7 @@ def test_many_ranks_sum_their_channels(tmp_path: Path) -> None:
 
     spec, truth = moe_step_scenario(dispatcher="hybridep", overlap=True, steps=3)
     paths = [str(write_export(tmp_path / f"r{i}.sqlite", spec, "3.13.2")) for i in range(2)]
-    run = analyze_many(paths)
+    run = analyze_many(paths, scope=WHOLE)
     (g,) = truth["gpus"]
     totals = {r["channel"]: r for r in run.channel_totals.iter_rows(named=True)}
     for ch, t in g["channels"].items():

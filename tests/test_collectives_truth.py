@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nsysmoe.api import analyze, analyze_many, render
+from nsysmoe.model import WHOLE
 from nsysmoe.parallel import Executor
 from tests.fixtures.generate import straggler_scenario, write_export
 
@@ -41,7 +42,7 @@ def assert_equal_truth(collectives, truth) -> None:
 @pytest.mark.parametrize("ddl", ["3.13.2", "3.28.1"])
 def test_one_multi_process_export(tmp_path: Path, ddl: str) -> None:
     (spec,), truth = straggler_scenario(layout="multi")
-    result = analyze(write_export(tmp_path / "run.sqlite", spec, ddl))
+    result = analyze(write_export(tmp_path / "run.sqlite", spec, ddl), scope=WHOLE)
     assert_equal_truth(result.collectives, truth)
     from nsysmoe.gate import values
 
@@ -59,7 +60,7 @@ def test_one_multi_process_export(tmp_path: Path, ddl: str) -> None:
 def test_one_file_per_rank_with_its_own_session_start(tmp_path: Path, epoch: bool) -> None:
     specs, truth = straggler_scenario(layout="files", epoch_timestamps=epoch)
     paths = [str(write_export(tmp_path / f"{s.label}.sqlite", s, "3.28.1")) for s in specs]
-    run = analyze_many(paths, executor=Executor(1))
+    run = analyze_many(paths, executor=Executor(1), scope=WHOLE)
     assert_equal_truth(run.collectives, truth)
     offsets = dict(zip(run.collectives.offsets["rank"], run.collectives.offsets["offset_ns"],
                        strict=True))  # fmt: skip
@@ -69,7 +70,7 @@ def test_one_file_per_rank_with_its_own_session_start(tmp_path: Path, epoch: boo
         assert off == want[label] - min(want.values()), rank
     # the multi-process layout of the same run gives the same numbers
     (multi,), _ = straggler_scenario(layout="multi")
-    one = analyze(write_export(tmp_path / "multi.sqlite", multi, "3.28.1")).collectives
+    one = analyze(write_export(tmp_path / "multi.sqlite", multi, "3.28.1"), scope=WHOLE).collectives
     cols = ["channel", "instances", *FIELDS]
     a = {k: {c: v[c] for c in cols} for k, v in by_pid(one).items()}
     b = {k: {c: v[c] for c in cols} for k, v in by_pid(run.collectives).items()}
@@ -80,7 +81,7 @@ def test_align_collectives_keeps_a_consistent_run(tmp_path: Path) -> None:
     """Session-start clocks are right here: aligning by ends moves nothing (all ends equal)."""
     specs, truth = straggler_scenario(layout="files")
     paths = [str(write_export(tmp_path / f"{s.label}.sqlite", s, "3.13.2")) for s in specs]
-    run = analyze_many(paths, executor=Executor(1), align=True)
+    run = analyze_many(paths, executor=Executor(1), align=True, scope=WHOLE)
     assert set(run.collectives.offsets["correction_ns"]) == {0}
     assert run.collectives.offsets["spread_ns"].max() == 0
     assert_equal_truth(run.collectives, truth)

@@ -18,6 +18,7 @@ from nsysmoe.classify import load_rules, parse_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
 from nsysmoe.measure.projection import project_nvtx
+from nsysmoe.model import WHOLE
 from nsysmoe.pipeline import prepare
 from tests.fixtures.generate import graph_scenario, write_export
 from tests.fixtures.kineto_writer import kineto_text
@@ -45,7 +46,7 @@ def export(request, tmp_path_factory, runs) -> tuple[Path, str, dict[str, Any]]:
 def test_every_metric_equals_the_truth_of_its_mode(export) -> None:
     """Graph mode: graph rows are active, compute and may hide comm; node mode: per kernel."""
     path, mode, truth = export
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     assert_gpus_equal_truth(result, truth)
     assert_nvtx_equal_truth(result, truth)
     (g,) = truth["gpus"]
@@ -65,7 +66,7 @@ def test_every_metric_equals_the_truth_of_its_mode(export) -> None:
 
 def test_iterations_with_many_kernels_per_correlation_id(export) -> None:
     path, _, truth = export
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     (g,) = truth["gpus"]
     it = result.iterations.sort("step")
     assert it["step"].to_list() == [int(s["name"].split()[-1]) for s in g["steps"]]
@@ -100,7 +101,7 @@ def test_projection_with_many_kernels_per_correlation_id(export) -> None:
 def test_graph_mode_report_says_what_it_cannot_see(export, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("COLUMNS", "1000")  # sentences on one line: the terminal wraps at its width
     path, mode, truth = export
-    result = analyze(path)  # the whole trace
+    result = analyze(path, scope=WHOLE)  # the whole trace
     (g,) = truth["gpus"]
     text = render(result, "terminal")
     md = render(result, "markdown")
@@ -122,7 +123,7 @@ def test_the_wall_is_not_host_overhead_for_want_of_graph_time(runs, tmp_path: Pa
     spec, truth = runs["graph"]
     (g,) = truth["gpus"]
     path = write_export(tmp_path / "g.sqlite", spec, "3.28.1")
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     blind = walls.verdict(g["span_ns"], g["idle_ns_without_graphs"], g["exposed_ns"], {})
     assert blind.wall == "host overhead"
     assert result.wall.wall != "host overhead"
@@ -141,7 +142,7 @@ def test_kineto_graph_launches_link_many_kernels(runs, tmp_path: Path) -> None:
     spec, truth = runs["node"]
     path = tmp_path / "node.pt.trace.json"
     path.write_text(kineto_text(spec))
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     (g,) = truth["gpus"]
     row = result.gpus.row(0, named=True)
     for f in ("kernels", "span_ns", "active_ns", "comm_ns", "compute_ns", "hidden_ns"):
@@ -178,7 +179,7 @@ def test_a_rule_names_graphs_by_the_nvtx_range_that_launched_them(runs, tmp_path
     comm_before = int((base.kernels["class"] == "comm").sum())
     assert int((source.kernels["class"] == "comm").sum()) == comm_before + len(
         whole.filter(pl.col("name").is_in(list(dispatch))))
-    result = analyze(path, rules=load_rules(rules))
+    result = analyze(path, rules=load_rules(rules), scope=WHOLE)
     assert result.graphs.unknown_ns < result.graphs.whole_ns
 
 
@@ -203,7 +204,7 @@ def test_ab_of_graph_and_node_traces_is_not_matched(runs, tmp_path: Path) -> Non
 
 def test_exports_without_graphs_say_none() -> None:
     for path in example_paths():
-        result = analyze(path)
+        result = analyze(path, scope=WHOLE)
         assert result.graphs.traced == "none" and not result.graphs.present
         doc = json.loads(render(result, "json"))["traces"][0]
         assert doc["graphs"]["per_gpu"] == [] and doc["graphs"]["replays"] == 0
@@ -227,7 +228,7 @@ def test_fail_if_refuses_graph_time_nobody_can_see(runs, tmp_path: Path) -> None
     from nsysmoe.gate import values
 
     paths = {m: write_export(tmp_path / f"{m}.sqlite", runs[m][0], "3.28.1") for m in runs}
-    graph, node = analyze(paths["graph"]), analyze(paths["node"])
+    graph, node = analyze(paths["graph"], scope=WHOLE), analyze(paths["node"], scope=WHOLE)
     (g,) = runs["graph"][1]["gpus"]
     assert values(graph)["graph_unknown_ns"] == g["graphs"]["graph_ns"]
     assert values(graph)["graph_unknown_pct"] == pytest.approx(
@@ -241,10 +242,10 @@ def test_many_ranks_add_up_their_graphs(runs, tmp_path: Path) -> None:
 
     spec, truth = runs["graph"]
     paths = [str(write_export(tmp_path / f"r{i}.sqlite", spec, "3.28.1")) for i in range(2)]
-    run = analyze_many(paths)
+    run = analyze_many(paths, scope=WHOLE)
     (g,) = truth["gpus"]
     assert run.graphs.whole_rows == 2 * g["graphs"]["graph_rows"]
     assert run.graphs.whole_ns == 2 * g["graphs"]["graph_ns"]
     assert dict(run.graphs.capture_nvtx) == {
-        n: 2 * c for n, c in analyze(paths[0]).graphs.capture_nvtx}
+        n: 2 * c for n, c in analyze(paths[0], scope=WHOLE).graphs.capture_nvtx}
     assert "all ranks: CUDA graphs:" in render(run, "terminal")

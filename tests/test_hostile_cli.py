@@ -23,7 +23,7 @@ import pytest
 from nsysmoe import api
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import load_trace
-from nsysmoe.model import STEADY
+from nsysmoe.model import STEADY, WHOLE
 
 OFF, ON = api.example_paths()
 MP, Cap = pytest.MonkeyPatch, pytest.CaptureFixture[str]
@@ -89,7 +89,7 @@ def off_gpus() -> list:
 def whole_gpus() -> list:
     from nsysmoe.renderers import render
 
-    return gpus(render(api.analyze(OFF), "json"))
+    return gpus(render(api.analyze(OFF, scope=WHOLE), "json"))
 
 
 # --- -o is never an input; outputs are written whole ------------------------------------

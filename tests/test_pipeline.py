@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from nsysmoe.api import analyze, compare, example_paths, load
-from nsysmoe.model import Iterations, Scope
+from nsysmoe.model import WHOLE, Iterations, Scope
 from tests.fixtures.generate import (
     DDL_VERSIONS,
     EXAMPLES_TRUTH_DIR,
@@ -56,7 +56,7 @@ def test_edge_cases_every_schema(tmp_path: Path, ddl: str) -> None:
     processes sharing deviceId 0, eventClass-67 duplicates, text and textId NVTX names."""
     spec, truth = edge_case_scenario()
     path = write_export(tmp_path / "edge.sqlite", spec, ddl, shuffle=True, seed=7)
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     assert_gpus_equal_truth(result, truth)
     assert_nvtx_equal_truth(result, truth)
     assert result.schema_version == ddl
@@ -76,7 +76,7 @@ def test_moe_scenarios(tmp_path: Path, dispatcher: str, overlap: bool) -> None:
     spec, truth = moe_step_scenario(dispatcher=dispatcher, overlap=overlap, steps=3,
                                     n_processes=2, share_device0=True)  # fmt: skip
     path = write_export(tmp_path / "moe.sqlite", spec, "3.0.0", shuffle=True)
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     assert_gpus_equal_truth(result, truth)
     assert_nvtx_equal_truth(result, truth)
     assert len(result.gpus) == 2 and set(result.gpus["device"]) == {0}
@@ -89,7 +89,7 @@ def truth_of(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.stem)
 def test_shipped_examples_whole_trace(path: Path) -> None:
     truth = truth_of(path.stem)
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     assert_gpus_equal_truth(result, truth)
     assert_nvtx_equal_truth(result, truth)
 
@@ -193,6 +193,6 @@ def test_side_jobs_started_late_still_see_their_inputs(monkeypatch: pytest.Monke
             return super().submit(late, *args, **kwargs)
 
     off = example_paths()[0]
-    want = analyze(off).channels
+    want = analyze(off, scope=WHOLE).channels
     monkeypatch.setattr(pipeline, "ThreadPoolExecutor", Late)
-    assert analyze(off).channels.equals(want)
+    assert analyze(off, scope=WHOLE).channels.equals(want)

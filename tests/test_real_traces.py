@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nsysmoe.api import analyze, kernel_summary
-from nsysmoe.model import Scope, Whole
+from nsysmoe.model import WHOLE, Scope, Whole
 
 NSYS_STATS = Path(__file__).parent / "data" / "nsys_stats"
 EXPORTS = [
@@ -134,7 +134,7 @@ def independent_window(
 @pytest.mark.parametrize("name", EXPORTS)
 def test_metrics_equal_independent_computation(traces: Path, name: str) -> None:
     path = traces / "nsys" / name
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     expected = independent(path)
     got = {(r["pid"], r["device"]): r for r in result.gpus.iter_rows(named=True)}
     assert set(got) == set(expected)
@@ -148,7 +148,7 @@ def test_metrics_equal_independent_computation(traces: Path, name: str) -> None:
 
 def test_nersc_baseline_matches_peer(traces: Path) -> None:
     """nsys-ai reports 86.5 % of NCCL overlapped, 184 NCCL and 6,658 compute kernels."""
-    result = analyze(traces / "nsys" / "nersc-ddp-4gpu-baseline.sqlite")
+    result = analyze(traces / "nsys" / "nersc-ddp-4gpu-baseline.sqlite", scope=WHOLE)
     (row,) = result.gpus.iter_rows(named=True)
     assert round(row["hidden_pct"], 1) == 86.5
     classes = {r["class"]: r for r in result.classes.iter_rows(named=True)}
@@ -158,7 +158,7 @@ def test_nersc_baseline_matches_peer(traces: Path) -> None:
 
 def test_nsysai_two_processes_one_row_per_gpu_nothing_hidden(traces: Path) -> None:
     for side in ("before", "after"):
-        result = analyze(traces / "nsys" / f"nsysai-2gpu-{side}.sqlite")
+        result = analyze(traces / "nsys" / f"nsysai-2gpu-{side}.sqlite", scope=WHOLE)
         rows = result.gpus.rows(named=True)
         assert len(rows) == 2 and len({r["pid"] for r in rows}) == 2
         for r in rows:
@@ -217,7 +217,7 @@ def test_nvtx_names_normalised_by_default(traces: Path) -> None:
     one row per op, with counts and totals that add up to the raw rows."""
     path = traces / "nsys" / "nsysai-2gpu-before.sqlite"
     raw = analyze(path, scope=Scope(window=Whole(), raw_nvtx=True)).nvtx
-    norm = analyze(path).nvtx
+    norm = analyze(path, scope=WHOLE).nvtx
     assert len(norm) < len(raw) / 10
     assert not norm["name"].str.contains("op_id = ").any()
     assert (norm["count"].sum(), norm["total_ns"].sum()) == (

@@ -1,13 +1,18 @@
-"""The scope of the API (issue 32, points 1-2): ``window=`` replaces only the scope's window —
-the rank, the step pattern, NVTX naming and phases stay — on a two-process export."""
+"""The scope of the API (issue 32, points 1-2): one default window everywhere — the library
+measures what the CLI does — and ``window=`` replaces only the scope's window (the rank, the step
+pattern, NVTX naming and phases stay), on the shipped examples and a two-process export."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+import nsysmoe
 from nsysmoe.api import analyze
+from nsysmoe.cli import cli
 from nsysmoe.model import Scope, Window
 from tests.fixtures.generate import moe_step_scenario, write_export
 
@@ -34,3 +39,16 @@ def test_window_keeps_the_rank_and_the_naming(two_processes) -> None:
     assert got.phases.equals(want.phases) and got.window == want.window
     both = analyze(path, window=window)
     assert sorted(both.gpus["pid"].to_list()) == pids
+
+
+def test_the_library_and_the_cli_measure_the_same_iterations(two_processes) -> None:
+    """``nsysmoe.analyze(p)`` and ``nsysmoe analyze p --format json``: the same window, the
+    same iterations (the steady ones: the detected warm-up skipped), the same numbers."""
+    for path in (*nsysmoe.example_paths(), two_processes[0]):
+        lib = json.loads(nsysmoe.render(nsysmoe.analyze(path), "json"))["traces"][0]
+        got = CliRunner().invoke(cli, ["analyze", str(path), "--format", "json"])
+        assert got.exit_code == 0, got.output
+        cmd = json.loads(got.output)["traces"][0]
+        assert lib["window"] == cmd["window"] and lib["window"]["kind"] == "iterations"
+        assert [i["step"] for i in lib["iterations"]] == [i["step"] for i in cmd["iterations"]]
+        assert lib["window"]["skipped"] >= 1 and lib["gpus"] == cmd["gpus"]

@@ -77,7 +77,7 @@ def _spread_labels(markdown: str) -> list[str]:
 
 @pytest.mark.parametrize("where", ["nsys/nccl-allreduce-6ranks", "kineto/dlrm-8ranks"])
 def test_many_rank_rows_never_name_ns_while_showing_ms(where: str) -> None:
-    run = api.analyze_many(sorted(map(str, (require_shared() / where).iterdir())))
+    run = api.analyze_many(sorted(map(str, (require_shared() / where).iterdir())), scope=WHOLE)
     for fmt in ("terminal", "markdown"):
         text = render(run, fmt)
         assert not JSON_KEY.search(text), (fmt, JSON_KEY.search(text))
@@ -90,7 +90,7 @@ def test_many_rank_rows_never_name_ns_while_showing_ms(where: str) -> None:
 
 
 def test_spread_labels_of_generated_ranks(runs: dict[str, Path]) -> None:
-    run = api.analyze_many([str(p) for p in runs.values()], executor=Executor(jobs=1))
+    run = api.analyze_many([str(p) for p in runs.values()], executor=Executor(jobs=1), scope=WHOLE)
     assert not JSON_KEY.search(render(run, "markdown") + render(run, "terminal"))
     assert _spread_labels(render(run, "markdown")) == [
         "step ms", "hidden %", "exposed ms", "comm ms", "idle ms", "active ms"]
@@ -101,10 +101,11 @@ def test_spread_labels_of_generated_ranks(runs: dict[str, Path]) -> None:
 
 def test_dlrm_rank_step_is_what_the_single_file_analysis_finds() -> None:
     files = sorted(map(str, (require_shared() / "kineto" / "dlrm-8ranks").iterdir()))
-    run = api.analyze_many(files)
+    run = api.analyze_many(files, scope=WHOLE)
     by_file = dict(zip(run.ranks["file"], run.ranks["step_ns"], strict=True))
     for path in files:
-        alone = api.analyze(path)  # one iteration each: its GPU period is the step reports give
+        # one iteration each: its GPU period is the step reports give
+        alone = api.analyze(path, scope=WHOLE)
         assert len(alone.iterations) == 1
         assert by_file[path] == int(alone.iterations["step_ns"].median()), path
         assert alone.median_step_ns == by_file[path]
@@ -123,15 +124,17 @@ def test_dlrm_rank_step_is_what_the_single_file_analysis_finds() -> None:
 def test_generated_rank_steps_equal_their_own_analyses(runs: dict[str, Path]) -> None:
     paths = [str(p) for p in runs.values()]
     run = api.analyze_many(paths, scope=WHOLE, executor=Executor(jobs=1))
-    assert run.ranks["step_ns"].to_list() == [api.analyze(p).median_step_ns for p in paths]
-    assert run.ranks["iterations"].to_list() == [len(api.analyze(p).iterations) for p in paths]
+    alone = [api.analyze(p, scope=WHOLE) for p in paths]
+    assert run.ranks["step_ns"].to_list() == [a.median_step_ns for a in alone]
+    assert run.ranks["iterations"].to_list() == [len(a.iterations) for a in alone]
 
 
 # --- iterations some ranks lack ----------------------------------------------------------------
 
 
 def test_ranks_lacking_iterations_others_have_are_named(runs: dict[str, Path]) -> None:
-    run = api.analyze_many([str(runs["short"]), str(runs["long"])], executor=Executor(jobs=1))
+    run = api.analyze_many([str(runs["short"]), str(runs["long"])], executor=Executor(jobs=1),
+                           scope=WHOLE)
     (gap,) = run.missing_iterations
     assert gap.ranks == tuple(run.ranks.filter(run.ranks["file"] == str(runs["short"]))["rank"])
     assert gap.missing == (4, 5) and (gap.has, gap.of) == (4, 6)
@@ -141,7 +144,7 @@ def test_ranks_lacking_iterations_others_have_are_named(runs: dict[str, Path]) -
     doc = json.loads(render(run, "json"))
     assert doc["missing_iterations"] == [{"ranks": list(gap.ranks), "missing": [4, 5], "has": 4,
                                           "of": 6}]  # fmt: skip
-    same = api.analyze_many([str(runs["long"])] * 2, executor=Executor(jobs=1))
+    same = api.analyze_many([str(runs["long"])] * 2, executor=Executor(jobs=1), scope=WHOLE)
     assert same.missing_iterations == () and "iterations missing" not in render(same, "terminal")
 
 
@@ -149,7 +152,7 @@ def test_nersc_rank_table_says_which_iterations_a_rank_lacks() -> None:
     nsys = require_shared() / "nsys"
     base, bucket, before = (str(nsys / f"{n}.sqlite") for n in (
         "nersc-ddp-4gpu-baseline", "nersc-ddp-4gpu-bucketcap100mb", "nsysai-2gpu-before"))
-    run = api.analyze_many([base, bucket, before])
+    run = api.analyze_many([base, bucket, before], scope=WHOLE)
     gaps = {m.ranks: m for m in run.missing_iterations}
     assert len(gaps) == 2
     short = gaps[("nersc-ddp-4gpu-bucketcap100mb.sqlite:121031:0",)]
@@ -285,7 +288,7 @@ def test_failures_from_the_api_do_not_repeat_the_path(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(Path(OFF).read_bytes()[:5000])
     for jobs in (1, 2):
-        run = api.analyze_many([str(bad), OFF], executor=Executor(jobs=jobs))
+        run = api.analyze_many([str(bad), OFF], executor=Executor(jobs=jobs), scope=WHOLE)
         (failure,) = run.failures
         assert failure.path == str(bad) and not failure.error.startswith(str(bad))
         (failed,) = [line for line in render(run, "terminal").splitlines() if "FAILED" in line]
@@ -297,7 +300,7 @@ def test_failures_from_the_api_do_not_repeat_the_path(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", [OFF, ON, KINETO_OFF, KINETO_ON])
 def test_examples_say_they_are_generated(path: str) -> None:
-    a = api.analyze(path)
+    a = api.analyze(path, scope=WHOLE)
     assert a.generated_by == GENERATOR == "tests.fixtures.generate"
     said = f"{Path(path).name}: {SYNTHETIC}"  # the path as reports show it: relative, or its name
     assert said in render(a, "terminal") and said in render(a, "html")
@@ -311,7 +314,7 @@ def test_the_example_ab_headers_say_generated_and_real_traces_do_not() -> None:
     out = run_cli("analyze", OFF, ON).stdout.splitlines()
     assert [Path(p).name in line for p in (OFF, ON) for line in out
             if line.endswith(SYNTHETIC)] == [True, False, False, True]  # one line per side
-    real = api.analyze(str(require_shared() / "nsys" / "nsysai-2gpu-before.sqlite"))
+    real = api.analyze(str(require_shared() / "nsys" / "nsysai-2gpu-before.sqlite"), scope=WHOLE)
     assert real.generated_by is None and "generated" not in render(real, "terminal").splitlines()[0]
     assert json.loads(render(real, "json"))["traces"][0]["generated_by"] is None
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nsysmoe import api
+from nsysmoe.model import WHOLE
 from nsysmoe.parallel import Executor
 from tests.fuzz.harness import Case, hold
 
@@ -141,7 +142,7 @@ def starts_of(run, incomplete) -> dict[tuple[str, int], tuple[list[str], list[st
 
 
 def analyze(paths: list[Path]):
-    return api.analyze_many([str(p) for p in paths], executor=Executor(1))
+    return api.analyze_many([str(p) for p in paths], executor=Executor(1), scope=WHOLE)
 
 
 def dispatches_of_iteration_4(path: Path) -> list[int]:

@@ -19,6 +19,7 @@ import pytest
 
 from nsysmoe import api, fingerprint
 from nsysmoe.io import cache
+from nsysmoe.model import WHOLE
 from nsysmoe.parallel import Executor, map_files
 from nsysmoe.renderers import render
 
@@ -44,7 +45,7 @@ def numbers(result: object) -> str:
 
 @pytest.fixture(scope="module")
 def uncached() -> str:
-    return numbers(api.analyze(EXAMPLE))
+    return numbers(api.analyze(EXAMPLE, scope=WHOLE))
 
 
 def _entry(cache_dir: Path) -> Path:
@@ -103,7 +104,7 @@ def test_key_of_a_large_file_samples_its_blocks(
 def test_stale_entry_is_not_served_after_an_in_place_edit(trace_copy: Path, tmp_path: Path,
                                                           uncached: str) -> None:  # fmt: skip
     cache_dir = tmp_path / "cache"
-    assert numbers(api.analyze(trace_copy, cache_dir=cache_dir)) == uncached
+    assert numbers(api.analyze(trace_copy, cache_dir=cache_dir, scope=WHOLE)) == uncached
     import sqlite3
 
     st = trace_copy.stat()
@@ -112,9 +113,9 @@ def test_stale_entry_is_not_served_after_an_in_place_edit(trace_copy: Path, tmp_
     conn.close()
     os.utime(trace_copy, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert trace_copy.stat().st_size == st.st_size and trace_copy.stat().st_ino == st.st_ino
-    fresh = numbers(api.analyze(trace_copy))
+    fresh = numbers(api.analyze(trace_copy, scope=WHOLE))
     assert fresh != uncached
-    assert numbers(api.analyze(trace_copy, cache_dir=cache_dir)) == fresh
+    assert numbers(api.analyze(trace_copy, cache_dir=cache_dir, scope=WHOLE)) == fresh
 
 
 # --- damaged entries are rebuilt ------------------------------------------------------------
@@ -136,11 +137,11 @@ def test_damaged_entry_is_rebuilt(damage: str, trace_copy: Path, tmp_path: Path,
                                   uncached: str) -> None:  # fmt: skip
     cache_dir = tmp_path / "cache"
     before = sha(trace_copy)
-    api.analyze(trace_copy, cache_dir=cache_dir)
+    api.analyze(trace_copy, cache_dir=cache_dir, scope=WHOLE)
     DAMAGE[damage](_entry(cache_dir))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a rebuild is silent: no warning, no error
-        assert numbers(api.analyze(trace_copy, cache_dir=cache_dir)) == uncached
+        assert numbers(api.analyze(trace_copy, cache_dir=cache_dir, scope=WHOLE)) == uncached
     entry = _entry(cache_dir)
     assert set(json.loads((entry / "meta.json").read_text())) == set(cache.META)  # rebuilt
     assert cache.load(cache_dir, trace_copy) is not None
@@ -178,7 +179,7 @@ def test_store_failure_is_a_warning_and_the_read_goes_on(trace_copy: Path, tmp_p
     monkeypatch.setattr(pl.DataFrame, "write_ipc", _full_disk)
     cache_dir = tmp_path / "cache"
     with pytest.warns(cache.CacheWarning, match="No space left on device"):
-        result = api.analyze(trace_copy, cache_dir=cache_dir)
+        result = api.analyze(trace_copy, cache_dir=cache_dir, scope=WHOLE)
     assert numbers(result) == uncached
     assert not list(cache_dir.iterdir())  # no half-written entry, no temporary folder left
 

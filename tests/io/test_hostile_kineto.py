@@ -18,6 +18,7 @@ import pytest
 from nsysmoe.api import analyze, load
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.kineto import read_kineto
+from nsysmoe.model import WHOLE
 from tests.fixtures.hostile import (
     gpu_numbers,
     gzip_bomb,
@@ -59,7 +60,7 @@ def test_invalid_utf8_inside_strings_is_replaced_and_counted(tmp_path: Path) -> 
     trace = load(path)
     assert "2 invalid UTF-8 byte sequences in strings shown with U+FFFD" in trace.warnings
     assert trace.nvtx.filter(pl.col("name").str.starts_with("\ufffdProfilerStep#")).height == 2
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth, 0)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth, 0)
 
 
 def test_invalid_utf8_outside_strings_is_invalid_json(tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ def test_absurd_ts_is_a_malformed_event(tmp_path: Path, ts: str) -> None:
     trace = load(path)
     assert trace.dropped[MALFORMED] == 5
     assert f"5 {MALFORMED} left out" in trace.warnings
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth, 0)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth, 0)
     assert_clean_run(run_cli("analyze", str(path), "--format", "json"))
 
 
@@ -100,7 +101,7 @@ def test_complete_event_without_dur_is_malformed_not_zero_length(tmp_path: Path)
     trace = load(path)
     assert trace.dropped[MALFORMED] == 7
     assert len(trace.kernels) == 836
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth, 0)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth, 0)
 
 
 def test_negative_ts_is_left_out_and_counted(tmp_path: Path) -> None:
@@ -112,7 +113,8 @@ def test_negative_ts_is_left_out_and_counted(tmp_path: Path) -> None:
     trace = load(path)
     assert trace.dropped["GPU rows starting before the capture (start < 0)"] == 3
     assert "3 GPU rows starting before the capture (start < 0) left out" in trace.warnings
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth, 0)  # span 0.29 s, not 1.7e18 ns
+    # span 0.29 s, not 1.7e18 ns
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth, 0)
 
 
 def test_malformed_device_is_counted_and_dropped(tmp_path: Path) -> None:
@@ -125,7 +127,7 @@ def test_malformed_device_is_counted_and_dropped(tmp_path: Path) -> None:
     assert trace.dropped["GPU rows without a device or process"] == 4
     assert "4 GPU rows without a device or process left out" in trace.warnings
     assert trace.kernels["device"].null_count() == 0
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth, 0)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth, 0)
 
 
 @pytest.mark.parametrize("rank", [2**70, 2**40, -3, '"zero"'])
@@ -137,7 +139,7 @@ def test_unusable_rank_falls_back_to_the_os_pid(tmp_path: Path, rank: object) ->
     assert pid == 48211  # the scenario's OS pid
     assert ("distributedInfo.rank is not a rank (a whole number from 0 to 549755813887); the "
             "process is named by its OS pid") in trace.warnings  # fmt: skip
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth, pid)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth, pid)
     proc = run_cli("analyze", str(path))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
@@ -231,4 +233,4 @@ def test_gzip_bomb_default_cap_and_raising_it(tmp_path: Path) -> None:
 def test_genuine_gzip_trace_reads_under_the_default_cap(tmp_path: Path) -> None:
     path, truth = kineto(tmp_path / "t.json")
     gz = gzip_text(tmp_path / "t.json.gz", path.read_text())
-    assert gpu_numbers(analyze(gz)) == truth_numbers(truth, 0)
+    assert gpu_numbers(analyze(gz, scope=WHOLE)) == truth_numbers(truth, 0)

@@ -16,6 +16,7 @@ from nsysmoe.api import analyze, load
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import bulk, nsys_sqlite
 from nsysmoe.io.nsys_sqlite import read_nsys_sqlite
+from nsysmoe.model import WHOLE
 from tests.fixtures.hostile import (
     KERNELS,
     copy_rows,
@@ -63,7 +64,7 @@ def test_invalid_utf8_in_string_ids_nvtx_text_and_gpu_names(tmp_path: Path) -> N
     assert trace.kernels.filter(pl.col("name") == "bad\ufffdname").height > 0
     assert trace.nvtx.filter(pl.col("name") == "bad\ufffdname").height == 2
     assert trace.gpus["gpu_name"].to_list() == ["bad\ufffdname"]
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth)
     proc = run_cli("analyze", str(path))
     assert_clean_run(proc)
     assert "strings with invalid UTF-8 bytes shown with U+FFFD" in proc.stdout
@@ -129,7 +130,7 @@ def test_hot_rollback_journal_is_refused_and_left_unchanged(tmp_path: Path) -> N
         writer.rollback()
     finally:
         writer.close()
-    assert gpu_numbers(analyze(path)) == truth_numbers(truth)
+    assert gpu_numbers(analyze(path, scope=WHOLE)) == truth_numbers(truth)
 
 
 def test_persistent_journal_after_commit_is_not_refused(tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_persistent_journal_after_commit_is_not_refused(tmp_path: Path) -> None:
         conn.execute("PRAGMA journal_mode=PERSIST")
         conn.execute("PRAGMA user_version = 7")
     assert path.with_name(path.name + "-journal").stat().st_size > 0
-    assert gpu_numbers(analyze(path)) == truth_numbers(truth)
+    assert gpu_numbers(analyze(path, scope=WHOLE)) == truth_numbers(truth)
 
 
 def test_file_changed_while_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +180,7 @@ def test_null_start_end_rows_are_counted_and_numbers_exact(tmp_path: Path) -> No
     assert trace.dropped["memory op rows with a missing or non-integer start/end"] == 1
     assert "836 kernel rows with a missing or non-integer start/end left out" in trace.warnings
     assert "9 kernel rows without a device or process left out" in trace.warnings
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth)
     assert_clean_run(run_cli("analyze", str(path), "--format", "json"))
 
 
@@ -203,7 +204,7 @@ def test_cpu_rows_cleaned_by_the_same_policy(tmp_path: Path) -> None:
         "NVTX range rows with end < start": 1,
     }
     assert "4 NVTX range rows with a missing or non-integer start/end left out" in trace.warnings
-    result = analyze(trace)
+    result = analyze(trace, scope=WHOLE)
     assert gpu_numbers(result) == truth_numbers(truth)
     ours = {r["name"]: (r["count"], r["total_ns"]) for r in result.nvtx.iter_rows(named=True)}
     assert "x" not in ours and "y" not in ours
@@ -232,7 +233,7 @@ def test_empty_string_ids_warn_with_the_count(tmp_path: Path) -> None:
         "836 of 836 kernel names not found in StringIds (shown as [unknown])",
         "2 NVTX range names not found in StringIds (shown as empty names)",  # the 2 by textId
     )
-    assert gpu_numbers(analyze(trace))[(48211, 0)]["kernels"] == 836
+    assert gpu_numbers(analyze(trace, scope=WHOLE))[(48211, 0)]["kernels"] == 836
     del truth
 
 
@@ -271,7 +272,7 @@ def test_text_and_real_in_integer_columns_are_counted(tmp_path: Path, where: str
     assert trace.dropped["kernel rows without a device or process"] == 1
     assert ("values that are not integers in integer columns of CUPTI_ACTIVITY_KIND_KERNEL "
             "read as missing") in trace.warnings  # fmt: skip
-    assert gpu_numbers(analyze(trace)) == truth_numbers(truth)
+    assert gpu_numbers(analyze(trace, scope=WHOLE)) == truth_numbers(truth)
     proc = run_cli("analyze", str(path))
     assert_clean_run(proc)
     assert "5 kernel rows with a missing or non-integer start/end left out" in proc.stdout
@@ -333,7 +334,7 @@ def test_sqlite3_fallback_reads_damage_the_same(
     assert rows.warnings == arrow.warnings and rows.dropped == arrow.dropped
     assert rows.dropped["kernel rows with a missing or non-integer start/end"] == 5
     assert "1 strings with invalid UTF-8 bytes shown with U+FFFD" in rows.warnings
-    assert gpu_numbers(analyze(rows)) == truth_numbers(truth)
+    assert gpu_numbers(analyze(rows, scope=WHOLE)) == truth_numbers(truth)
 
 
 def test_damaged_schema_with_bytes_that_are_not_utf8(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 from nsysmoe.api import analyze, load
 from nsysmoe.classify import classify, default_rules
 from nsysmoe.io.kineto import to_ns
+from nsysmoe.model import WHOLE
 
 DEEPSEEK = "kineto/deepseek-v3-ep64-train/rank0.json.gz"
 DLRM = "kineto/dlrm-8ranks"
@@ -100,7 +101,7 @@ def test_deepseek_overlap_equals_independent(traces: Path) -> None:
     matmul = [(s, e) for s, e, n in iv if is_gemm_or_attention(n)]
     hidden = common(comm, compute)
 
-    result = analyze(path)
+    result = analyze(path, scope=WHOLE)
     assert len(result.gpus) == 1
     row = result.gpus.row(0, named=True)
     assert (row["pid"], row["device"], row["gpu_name"]) == (0, 0, "NVIDIA H800")  # rank 0
@@ -128,7 +129,7 @@ def test_dlrm_rank_file_analyses(traces: Path, rank: int) -> None:
     assert len(trace.kernels) == n_kernels
     assert trace.gpus.select("pid", "device").rows() == [(rank, rank)]  # pid = rank, dev = GPU
     assert trace.gpus["gpu_name"][0] == "Tesla V100-SXM2-32GB"
-    gpus = analyze(trace).gpus
+    gpus = analyze(trace, scope=WHOLE).gpus
     assert len(gpus) == 1 and gpus["kernels"][0] == n_kernels
     # one ProfilerStep per file, so HTA's dropping of the last step does not apply
     assert round(gpus["hidden_pct"][0], 2) == HTA_DLRM_PCT[rank]
@@ -148,7 +149,7 @@ def test_dlrm_runtime_and_steps(traces: Path) -> None:
     with_launch = [e for e in with_launch if e["args"]["correlation"] in calls]
     launched = trace.kernels.join(trace.runtime, on=["pid", "corr_id"], how="semi")
     assert len(launched) == len(with_launch) > 0  # the rest were launched before the capture
-    assert analyze(trace).iterations["step"].to_list() == [10]  # ProfilerStep#10
+    assert analyze(trace, scope=WHOLE).iterations["step"].to_list() == [10]  # ProfilerStep#10
 
 
 # --- nanosecond resolution ----------------------------------------------------------------------
@@ -270,7 +271,7 @@ def test_synthetic_trace_rules(tmp_path: Path) -> None:
         (1, 1_004_000, -512),
     ]  # running sum = the allocator's Total Allocated; CPU allocations left out
     assert t.gpus.rows() == [(pid, 1, None, None)] and "gpu_info" in t.not_captured
-    assert analyze(t).iterations["step"].to_list() == [3]
+    assert analyze(t, scope=WHOLE).iterations["step"].to_list() == [3]
 
 
 def test_rank_names_the_process(tmp_path: Path) -> None:

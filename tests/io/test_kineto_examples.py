@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from nsysmoe.api import analyze, compare, example_paths, load
 from nsysmoe.cli import cli
 from nsysmoe.io.kineto import to_ns
-from nsysmoe.model import Iterations, Scope
+from nsysmoe.model import WHOLE, Iterations, Scope
 from tests.fixtures.generate import (
     EXAMPLES,
     EXAMPLES_TRUTH_DIR,
@@ -98,7 +98,7 @@ def test_shipped_twins_are_small_and_regenerate(name: str) -> None:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_analysis_equals_nsys_and_truth(name: str) -> None:
     truth = truth_of(name)
-    kineto, nsys = analyze(KINETO[name]), analyze(NSYS[name])
+    kineto, nsys = analyze(KINETO[name], scope=WHOLE), analyze(NSYS[name], scope=WHOLE)
     assert kineto.source_format == "kineto-json"
     got = gpu_metrics(kineto)
     assert got == gpu_metrics(nsys)
@@ -161,7 +161,7 @@ def test_one_file_per_rank_and_memory(tmp_path: Path) -> None:
                                     layers=1, microbatches=2)  # fmt: skip
     for rank, proc in enumerate(spec.processes):
         path = write_kineto(tmp_path / f"rank{rank}.json", spec, rank=rank, profile_memory=True)
-        result = analyze(path)
+        result = analyze(path, scope=WHOLE)
         own = [g for g in truth["gpus"] if g["pid"] == proc.pid]
         assert_equal_truth(gpu_metrics(result), own)
         mem = load(path).memory_events
@@ -177,7 +177,7 @@ def test_edge_cases_per_rank(tmp_path: Path) -> None:
     spec, truth = edge_case_scenario()
     totals: dict[str, tuple[int, int]] = {}
     for rank, proc in enumerate(spec.processes):
-        result = analyze(write_kineto(tmp_path / f"edge{rank}.json", spec, rank=rank))
+        result = analyze(write_kineto(tmp_path / f"edge{rank}.json", spec, rank=rank), scope=WHOLE)
         assert_equal_truth(gpu_metrics(result), [g for g in truth["gpus"] if g["pid"] == proc.pid])
         for r in result.nvtx.iter_rows(named=True):
             count, total = totals.get(r["name"], (0, 0))

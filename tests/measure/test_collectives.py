@@ -23,6 +23,7 @@ from nsysmoe.measure.collectives import (
     match,
     summarize,
 )
+from nsysmoe.model import WHOLE
 from nsysmoe.parallel import Executor
 
 CHANNELS = ("ep.dispatch", "nccl.allreduce")
@@ -257,7 +258,7 @@ def test_six_rank_allreduce_against_its_rows(traces: Path, align: bool) -> None:
         ref = rows[min(rows)][1]
         rows = {r: (s + ref - e, ref) for r, (s, e) in rows.items()}
     latest = max(s for s, _ in rows.values())
-    run = analyze_many([str(p) for p in paths], executor=Executor(1), align=align)
+    run = analyze_many([str(p) for p in paths], executor=Executor(1), align=align, scope=WHOLE)
     c = run.collectives
     assert c.matched == 1 and set(c.offsets["offset_ns"]) == {0}  # epoch timestamps already
     got = {r["rank"]: r for r in c.waits.iter_rows(named=True)}

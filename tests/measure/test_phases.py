@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from nsysmoe.api import analyze, example_paths, load, render
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.phases import LAYER, phase_pattern, phase_tables, phase_totals
-from nsysmoe.model import NVTX_SCHEMA, RUNTIME_SCHEMA, Window
+from nsysmoe.model import NVTX_SCHEMA, RUNTIME_SCHEMA, WHOLE, Window
 from nsysmoe.pipeline import prepare
 from tests.fixtures.generate import EXAMPLES_TRUTH_DIR
 
@@ -119,7 +119,7 @@ def test_shipped_example_phases_match_the_channel_truth() -> None:
     for path in example_paths():
         truth = json.loads((EXAMPLES_TRUTH_DIR / f"{path.stem}.truth.json").read_text())
         (g,) = truth["gpus"]
-        result = analyze(path)
+        result = analyze(path, scope=WHOLE)
         phases = {r["phase"]: r for r in result.phase_totals.iter_rows(named=True)}
         for phase, channel in (("dispatch_core in hybrid-ep", "ep.dispatch"),
                                ("combine_core in hybrid-ep", "ep.combine")):  # fmt: skip

@@ -180,6 +180,8 @@ def runs_headline(rc: RanksComparison) -> list[Block]:
         said = verdict.get(key, "") + (caveat if key in verdict else "")
         rows.append((label, *_cells(row), said))
     status = "contract matched" if rc.matched else "contract NOT matched"
-    title = f"{versus(*rc.labels)}, {len(rc.pairs)} rank pairs summed; {status}"
+    windows = {window_phrase(side.analysis) for c in rc.pairs for side in (c.off, c.on)}
+    window = windows.pop() if len(windows) == 1 else "windows differ per pair"
+    title = f"{versus(*rc.labels)}, {len(rc.pairs)} rank pairs summed, {window}; {status}"
     return [Table(title, ("", *rc.labels, "Δ", "verdict"), tuple(rows),
                   (False, True, True, True, False))]  # fmt: skip
