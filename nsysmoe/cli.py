@@ -1,5 +1,5 @@
-"""Command line: wiring only (options → request → report → output, exit code); the policy is in
-:mod:`nsysmoe.request`, the work in the library."""
+"""Command line: wiring only (options → :class:`~nsysmoe.options.Options` → request → output, exit
+code); what the options mean is :mod:`nsysmoe.request`'s, the work the library's."""
 
 from __future__ import annotations
 
@@ -7,20 +7,15 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
 
 from nsysmoe import cli_types as ct
-from nsysmoe import env
 from nsysmoe._version import __version__
-from nsysmoe.errors import NsysmoeError, UsageError
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.options import FORMATS, Options, served, write
 from nsysmoe.text import one_line
-
-if TYPE_CHECKING:
-    from nsysmoe.model import Iterations, Window
-
-FORMATS = ("terminal", "markdown", "json", "html")
 
 rules_option = click.option(
     "--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -29,19 +24,6 @@ rules_option = click.option(
 replace_option = click.option(
     "--rules-replace", is_flag=True, help="Use only the --rules file, not the default rules."
 )
-
-
-MAX_ROWS = 1 << 31  # --top beyond any table: all rows
-
-
-def _rules(path: Path | None, replace: bool):  # noqa: ANN202 - a RuleSet (imported lazily)
-    from nsysmoe.classify import default_rules, load_rules
-
-    if path is None:
-        if replace:
-            raise UsageError("--rules-replace needs --rules FILE (the rules to use instead)")
-        return default_rules()
-    return load_rules(path, extend_default=not replace)
 
 
 def _progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
@@ -88,15 +70,7 @@ def cli() -> None:
               help="Write the report to this file instead of stdout.")  # fmt: skip
 @rules_option
 @replace_option
-def analyze(
-    traces: tuple[str, ...], fmt: str, window: Window | Iterations | None, skip: int | None,
-    step_range: str | None, whole_trace: bool, raw_nvtx: bool, phase: str | None,
-    align: str | None, vary: tuple[str, ...], labels: tuple[str, str] | None, strict: bool,
-    rank: int | None, all_nvtx: bool, wide: bool,
-    fail_if: tuple[str, ...], jobs: int | None, dask_address: str | None, use_cache: bool,
-    compat: str | None, plot_dir: Path | None, output: Path | None, rules_path: Path | None,
-    rules_replace: bool,
-) -> None:  # fmt: skip
+def analyze(**options: Any) -> None:
     """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
 
     One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict. Each may be a
@@ -104,36 +78,18 @@ def analyze(
     one multi-rank run. TRACES are `nsys export --type sqlite` files (.nsys-rep when nsys is on
     PATH) or PyTorch profiler JSON.
     """
-    cache_dir = env.cache_dir() if use_cache else None
-    report_key = None
-    if cache_dir is not None:  # a repeat of this very report: served before polars is imported
-        from nsysmoe import result_cache
+    opts = Options(**options)
+    color = True if opts.fmt == "terminal" else None  # FORCE_COLOR piped
+    key, text = served(opts)  # a repeat of this very report: served before polars is imported
+    if text is not None:
+        _emit(text, opts.output, color=color)
+        return
+    from nsysmoe.request import execute
 
-        report_key = _report_key(
-            traces, fmt, output, rules_path, rules_replace, window=window, skip=skip,
-            step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase,
-            align=align, vary=vary, labels=labels, rank=rank, all_nvtx=all_nvtx, wide=wide,
-            unserved=bool(strict or fail_if or dask_address or compat or plot_dir),
-        )  # fmt: skip
-        if report_key and (text := result_cache.load_text(cache_dir, report_key)) is not None:
-            _emit(text, output, color=True if fmt == "terminal" else None)
-            return
-
-    from nsysmoe.parallel import Executor, default_jobs
-    from nsysmoe.request import Request, execute
-
-    req = Request(
-        traces=traces, rules=_rules(rules_path, rules_replace), window=window, skip=skip,
-        step_range=step_range, whole_trace=whole_trace, raw_nvtx=raw_nvtx, phase=phase, align=align,
-        executor=Executor(jobs or default_jobs(), dask_address, _progress),
-        cache_dir=cache_dir, fmt=fmt, output=output,
-        strict=strict, fail_if=fail_if, plot_dir=plot_dir, compat=compat, rules_path=rules_path,
-        rank=rank, vary=vary, labels=labels, all_nvtx=all_nvtx, wide=wide, report_key=report_key,
-    )  # fmt: skip
-    outcome = execute(req)
+    outcome = execute(opts, _progress, key)
     for line in outcome.before:
         click.echo(f"nsysmoe: {one_line(line)}", err=True)
-    _emit(outcome.text, output, color=True if fmt == "terminal" else None)  # FORCE_COLOR piped
+    _emit(outcome.text, opts.output, color=color)
     for line in outcome.after:
         click.echo(f"nsysmoe: {one_line(line)}", err=True)
     if outcome.error:
@@ -156,13 +112,9 @@ def analyze(
 def kernels(trace: str, top: int, klass: str | None, fmt: str, wide: bool,
             rules_path: Path | None, rules_replace: bool) -> None:  # fmt: skip
     """List kernel names by total time with their class, to audit the classification rules."""
-    from nsysmoe.api import kernel_summary
-    from nsysmoe.renderers import ReportOptions, render
-    from nsysmoe.results import KernelSummary
+    from nsysmoe.request import kernels_report
 
-    table = kernel_summary(trace, rules=_rules(rules_path, rules_replace), klass=klass)
-    result = KernelSummary(trace, table, min(top, MAX_ROWS))
-    _emit(render(result, fmt, options=ReportOptions(wide=wide)), None)
+    _emit(kernels_report(trace, top, klass, fmt, wide, rules_path, rules_replace), None)
 
 
 @cli.command()
@@ -174,60 +126,11 @@ def examples(kineto: bool) -> None:
     click.echo("\n".join(str(p) for p in example_paths("kineto" if kineto else "nsys")))
 
 
-#: what a terminal report's layout and colour depend on besides the result (terminal.py)
-TERMINAL_ENV = ("COLUMNS", "NO_COLOR", "FORCE_COLOR", "TERM")
-
-
-def _report_key(
-    traces: tuple[str, ...], fmt: str, output: Path | None, rules_path: Path | None,
-    rules_replace: bool, *, unserved: bool, **options: object,
-) -> str | None:  # fmt: skip
-    """The result-cache name of this report's text, or None where it is not served from there:
-    checks or figures (``unserved``: --strict, --fail-if, --plot, --dask, --compat), an HTML
-    page, a terminal report to a terminal, inputs that are not one or two files (directories,
-    globs, many ranks). The key holds every input's content (the rules file's too), every option
-    and, for terminal text, what its width and colour depend on."""
-    if unserved or fmt == "html" or not 1 <= len(traces) <= 2:
-        return None
-    if fmt == "terminal" and output is None and _stdout_is_tty():
-        return None
-    inputs = [*traces, *([rules_path] if rules_path is not None else [])]
-    if output is not None and (os.path.isdir(output) or _any_same(output, inputs)):
-        return None  # the checks of nsysmoe.request say what is wrong
-    from nsysmoe import result_cache
-
-    rendering = tuple((k, os.environ.get(k)) for k in TERMINAL_ENV) if fmt == "terminal" else ()
-    return result_cache.key("report", inputs, fmt, output is None, str(rules_path),
-                            rules_replace, sorted((k, repr(v)) for k, v in options.items()),
-                            rendering)  # fmt: skip
-
-
-def _any_same(output: Path, inputs: list[str | Path]) -> bool:
-    """Whether ``output`` names one of ``inputs`` (by any path; a report never overwrites one)."""
-    for path in inputs:
-        try:
-            if os.path.samefile(output, path):
-                return True
-        except (OSError, ValueError):
-            if os.path.realpath(output) == os.path.realpath(path):
-                return True
-    return False
-
-
-def _stdout_is_tty() -> bool:
-    try:
-        return bool(sys.stdout is not None and sys.stdout.isatty())
-    except (AttributeError, ValueError, OSError):  # a replaced or closed stdout
-        return False
-
-
 def _emit(text: str, output: Path | None, color: bool | None = None) -> None:
     if output is None:  # color=True: keep rich's escapes (only there when colour was asked)
         click.echo(text, nl=False, color=color)
         return
-    from nsysmoe.io.output import write_report
-
-    write_report(output, text)
+    write(output, text)
     click.echo(f"wrote {one_line(output)}", err=True)
 
 

@@ -79,6 +79,21 @@ MEMORY_EVENT_SCHEMA: dict[str, pl.DataType] = {
 
 SourceFormat = Literal["nsys-sqlite", "kineto-json"]
 
+#: Report order of the channel vocabulary; a user's own channel names follow, sorted.
+CHANNEL_ORDER = (
+    "ep.dispatch",
+    "ep.combine",
+    "ep.sync",
+    "nccl.allreduce",
+    "nccl.reducescatter",
+    "nccl.allgather",
+    "nccl.broadcast",
+    "nccl.sendrecv",
+    "nccl.other",
+    "tp.userbuffers",
+    "other",
+)
+
 
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)

@@ -39,22 +39,8 @@ from nsysmoe.measure.overlap import (
     gpu_keys,
     hidden_pct_expr,
 )
-from nsysmoe.model import WHOLE_TRACE, Window
+from nsysmoe.model import CHANNEL_ORDER, WHOLE_TRACE, Window
 
-#: Report order of the channel vocabulary; a user's own channel names follow, sorted.
-CHANNEL_ORDER = (
-    "ep.dispatch",
-    "ep.combine",
-    "ep.sync",
-    "nccl.allreduce",
-    "nccl.reducescatter",
-    "nccl.allgather",
-    "nccl.broadcast",
-    "nccl.sendrecv",
-    "nccl.other",
-    "tp.userbuffers",
-    "other",
-)
 SUMS = ("count", "comm_ns", "hidden_ns", "comm_gemm_attn_ns", "exposed_only_ns")
 METRICS = ("count", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct", "comm_gemm_attn_ns",
            "exposed_only_ns")  # fmt: skip

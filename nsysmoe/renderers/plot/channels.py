@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nsysmoe.measure.channels import CHANNEL_ORDER
+from nsysmoe.model import CHANNEL_ORDER
 from nsysmoe.renderers.cells import versus
 from nsysmoe.renderers.plot.common import (
     COLORS,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nsysmoe.measure.channels import CHANNEL_ORDER
+from nsysmoe.model import CHANNEL_ORDER
 from nsysmoe.renderers.plot.common import WIDTH, figure, short_ranks
 from nsysmoe.results import Collectives
 
