@@ -74,5 +74,8 @@ def test_an_ab_says_each_sides_process(pair: list[Path], shared: bool) -> None:
     data = json.loads(run(off, on, "--rank", "1", "--format", "json"))
     assert (data["off"]["rank"], data["on"]["rank"]) == ({"rank": 1, "pid": p_off},
                                                          {"rank": 1, "pid": p_on})  # fmt: skip
-    assert "metric (rank 1)" in " ".join(run(off, on, "--rank", "1").split())
+    text = " ".join(run(off, on, "--rank", "1").split())
+    assert "metric (rank 1)" in text
+    # the headline's title names the rank, not "all GPUs"
+    assert f"{names[0]} vs {names[1].split()[-1] if not shared else names[1]}, rank 1, " in text
     assert shared is (p_off != p_on)

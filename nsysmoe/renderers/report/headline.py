@@ -96,7 +96,8 @@ def comparison_headline(c: Comparison) -> list[Block]:
     window = window_phrase(a) if window_phrase(a) == window_phrase(b) else (
         f"{window_phrase(a)} / {window_phrase(b)}")  # fmt: skip
     status = "contract matched" if c.contract.matched else "contract NOT matched"
-    title = f"{versus(c.off.name, c.on.name)}, all GPUs, {window}; {status}"
+    gpus = f"rank {a.rank.rank}" if a.rank is not None else "all GPUs"  # --rank: that rank's
+    title = f"{versus(c.off.name, c.on.name)}, {gpus}, {window}; {status}"
     table = Table(title, ("", c.off.name, c.on.name, "Δ", "verdict"), tuple(rows),
                   (False, True, True, True, False))  # fmt: skip
     return [table, Lines(tuple(_after(c)))]
