@@ -304,25 +304,23 @@ def test_cache_does_not_serve_a_file_with_an_uncheckpointed_wal(fmt: str, tmp_pa
 
 
 def test_cache_does_not_serve_a_file_with_a_hot_journal(tmp_path: Path) -> None:
-    """A writer mid-transaction that spilled pages into the file: only its live rollback journal
-    says they are not committed (the journal holds SQLite's magic only once it is synced, so a
-    journal of a writer that has not touched the file is not refused, cached or not)."""
+    """A file cached with no journal beside it; then a live rollback journal appears (a writer
+    mid-transaction) while the file's bytes stay as they were, so its fingerprint alone would
+    still name the entry: the cached run refuses it as a plain run does."""
+    from nsysmoe.fingerprint import JOURNAL_MAGIC
+
     path = _copy(tmp_path)
     env = {"NSYSMOE_CACHE_DIR": str(tmp_path / "cache")}
     first = run_subprocess(("analyze", str(path), "--format", "json", "--cache"), env.items())
     assert first.code == 0, first.err
-    writer = sqlite3.connect(path, isolation_level=None)
-    try:
-        writer.execute("PRAGMA cache_size=2")  # spill dirty pages into the main file
-        writer.execute("BEGIN")
-        writer.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000000')
-        assert path.with_name(path.name + "-journal").stat().st_size > 0
-        cached = run_subprocess(("analyze", str(path), "--format", "json", "--cache"),
-                                env.items())  # fmt: skip
-        assert cached.code == 2 and "-journal beside it" in cached.err, cached.err
-        writer.execute("ROLLBACK")
-    finally:
-        writer.close()
+    before = _sha(path)
+    path.with_name(path.name + "-journal").write_bytes(JOURNAL_MAGIC + b"\0" * 504)
+    assert _sha(path) == before  # what makes a stale entry look fresh
+    plain = run_subprocess(("analyze", str(path), "--format", "json"), ())
+    cached = run_subprocess(("analyze", str(path), "--format", "json", "--cache"), env.items())
+    assert plain.code == cached.code == 2
+    assert cached.err == plain.err and "-journal beside it" in cached.err, cached.err
+    assert cached.out == ""
 
 
 def test_pending_writes_sees_what_the_reader_refuses(tmp_path: Path) -> None:
