@@ -248,12 +248,24 @@ def test_no_planted_secret_in_the_api_results(planted: tuple[Path, Path, Path],
     assert not leaks(repr(api.load(kin)).encode())
 
 
-def test_a_cache_entry_stored_before_redaction_is_never_served() -> None:
-    """The trace cache's format is part of its key: entries of the code that stored secrets
-    (format 6) are other names, never read."""
-    from nsysmoe.io import cache
+def test_a_cache_entry_stored_before_redaction_is_never_served(
+    planted: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trace cache's format is part of its key: an entry the code that stored secrets wrote
+    (format 6: the trace as read, nothing redacted) is another name, never read."""
+    from nsysmoe.io import _read, cache
 
-    assert cache.FORMAT >= 7
+    off = planted[0]
+    raw = _read(off)  # what format 6 stored
+    assert leaks(repr(raw.launch).encode())
+    with monkeypatch.context() as m:
+        m.setattr(cache, "FORMAT", 6)
+        assert cache.store(tmp_path, off, raw) is None
+        assert cache.load(tmp_path, off) is not None  # stored, under format 6's name
+    assert cache.load(tmp_path, off) is None
+    trace = api.load(off, cache_dir=tmp_path)
+    assert not leaks(repr(trace.launch).encode() + repr(trace.graph_trace).encode()
+                     + repr(trace.gpus.to_dicts()).encode() + str(trace.product_version).encode())
 
 
 # --- a stale cache on a live database -----------------------------------------------------------
