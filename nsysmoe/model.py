@@ -275,6 +275,18 @@ StepTimeline = Literal["gpu", "cpu", "none"]
 WindowWhy = Literal["asked", "no iterations", "warm-up detected", "warm-up given"]
 
 
+def iterations_phrase(first: int | None, last: int | None) -> str:
+    """Iterations ``first``–``last`` (inclusive) in words, either end open (None): "iterations
+    2–7", "iterations 3 on", "iterations up to 20", "every iteration"."""
+    if first is None and last is None:
+        return "every iteration"
+    if last is None:
+        return f"iterations {first} on"
+    if first is None:
+        return f"iterations up to {last}"
+    return f"iterations {first}–{last}"
+
+
 @dataclass(frozen=True)
 class WindowChoice:
     """Which part of a trace was measured, and why: made once
@@ -309,6 +321,15 @@ class WindowChoice:
     origin_ns: int | None = None
     slow_first: tuple[int, float] | None = None
     description: str = ""
+
+    @property
+    def which(self) -> str:
+        """The kept iterations in words: "iteration 5", "iterations 2–7"."""
+        if not self.kept:
+            return "no iterations"
+        if len(self.kept) == 1:
+            return f"iteration {self.kept[0]}"
+        return iterations_phrase(self.kept[0], self.kept[-1])
 
     def to_dict(self) -> dict[str, object]:
         """The JSON ``window`` object (its first five keys as in every earlier release)."""

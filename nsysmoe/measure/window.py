@@ -26,6 +26,7 @@ from nsysmoe.model import (
     Window,
     WindowChoice,
     WindowWhy,
+    iterations_phrase,
 )
 from nsysmoe.results import Steps
 
@@ -143,7 +144,8 @@ def _iterations(steps: Steps, span: Iterations, warm: Warmup,
             if (first is None or n >= first) and (last is None or n <= last)
             and (only is None or n in only)]  # fmt: skip
     if not kept:
-        asked = f"; iterations {first}–{last} asked" if first is not None else ""
+        asked = (f"; {iterations_phrase(first, last)} asked"
+                 if first is not None or last is not None else "")  # fmt: skip
         raise NsysmoeError(
             f"no iterations left in the window (found {numbers[0]}–{numbers[-1]}, "
             f"{warm.skipped} skipped{asked}); adjust --skip or --window"
@@ -168,7 +170,7 @@ def _described(c: WindowChoice) -> WindowChoice:
     timeline ("iterations 2–7 (6 of 8 complete iterations; 2 skipped as warm-up: …), on the
     GPU timeline")."""
     if c.asked is not None:
-        how = f"iterations {c.asked[0]}–{c.asked[1]} asked"
+        how = f"{iterations_phrase(*c.asked)} asked"
     elif c.why == "warm-up given":
         how = f"{c.skipped} skipped as warm-up"
     elif c.tolerance is None or c.median_ns is None:
@@ -183,9 +185,7 @@ def _described(c: WindowChoice) -> WindowChoice:
         cut = f"; iteration {', '.join(map(str, c.truncated))} left out: cut short by the end " \
               "of the capture"  # fmt: skip
     where = "GPU timeline" if c.timeline == "gpu" else "CPU timeline (no CUDA API rows)"
-    which = f"iteration {c.kept[0]}" if len(c.kept) == 1 else (
-        f"iterations {c.kept[0]}–{c.kept[-1]}")  # fmt: skip
-    text = f"{which} ({len(c.kept)} of {c.found} complete iterations; {how}{cut}), on the {where}"
+    text = f"{c.which} ({len(c.kept)} of {c.found} complete iterations; {how}{cut}), on the {where}"
     return replace(c, description=text)
 
 

@@ -57,13 +57,10 @@ def window_phrase(a: TraceAnalysis) -> str:
     if c.kind == "whole":
         return "whole trace"
     if c.kind == "time":
-        return "time window" + ("" if c.origin_ns is None else
-                                f" from the first GPU activity at {c.origin_ns:,} ns")  # fmt: skip
-    which = f"iteration {c.kept[0]}" if len(c.kept) == 1 else (
-        f"iterations {c.kept[0]}–{c.kept[-1]}")  # fmt: skip
-    if c.asked is None and c.why != "asked" and c.skipped:
-        which += f" ({c.skipped} skipped as warm-up)"
-    return which
+        return c.description  # a few words already
+    if c.asked is None and c.skipped:
+        return f"{c.which} ({c.skipped} skipped as warm-up)"
+    return c.which
 
 
 def warmup_hint(a: TraceAnalysis) -> list[str]:

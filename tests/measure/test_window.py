@@ -54,6 +54,30 @@ def test_a_given_skip_and_asked_iterations() -> None:
         choose(steps, Iterations(9, 12, skip=0, required=True))
 
 
+def test_open_bounds_are_said_in_words() -> None:
+    """Iterations asked with one end open: the sentence and the error say what was asked
+    ("iterations 3 on", "iterations up to 4"), never a bound of None."""
+    steps = steps_of(PERIODS)
+    on = choose(steps, Iterations(3, None, skip=0, required=True))
+    assert (on.asked, on.kept) == ((3, None), (3, 4, 5, 6))
+    assert "(4 of 7 complete iterations; iterations 3 on asked)" in on.description
+    upto = choose(steps, Iterations(None, 4, skip=0, required=True))
+    assert (upto.asked, upto.kept) == ((None, 4), (0, 1, 2, 3, 4))
+    assert "(5 of 7 complete iterations; iterations up to 4 asked)" in upto.description
+    assert "None" not in on.description + upto.description
+    with pytest.raises(NsysmoeError, match=r"2 skipped; iterations up to 1 asked\)"):
+        choose(steps, Iterations(None, 1, skip=2, required=True))
+    with pytest.raises(NsysmoeError, match=r"0 skipped; iterations 9 on asked\)"):
+        choose(steps, Iterations(9, None, skip=0, required=True))
+    one = choose(steps, Iterations(3, 3, skip=0, required=True))
+    assert one.description.startswith("iteration 3 (1 of 7 complete iterations; iterations 3–3 ")
+    from nsysmoe.api import analyze, example_paths
+
+    a = analyze(example_paths()[0], window=Iterations(first=3))
+    assert "(5 of 8 complete iterations; iterations 3 on asked)" in a.window_choice.description
+    assert window_phrase(a) == "iterations 3–7"
+
+
 def test_no_iterations_whole_trace_and_time_windows() -> None:
     none = Steps(pl.DataFrame(schema=STEP_SCHEMA), "iteration", "none")
     fallback = choose(none, Iterations())
