@@ -11,7 +11,7 @@ import polars as pl
 
 from nsysmoe.ab.metrics import MEDIAN_KEYS, with_pct_floor
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
-from nsysmoe.measure.collectives import across_files
+from nsysmoe.measure.collectives import across_files, rank_label
 from nsysmoe.measure.overlap import hidden_pct
 from nsysmoe.results import (
     Collectives,
@@ -23,6 +23,9 @@ from nsysmoe.results import (
     TraceAnalysis,
 )
 
+#: a pair's processes: the off file's and the on file's (:func:`_pid`)
+Pids = tuple[int | None, int | None]
+
 
 def _combine(key: str, unit: str, values: list[float | int | None]) -> float | int | None:
     """Over ranks: the median of the per-rank medians (:data:`MEDIAN_KEYS`), else the sum."""
@@ -32,11 +35,11 @@ def _combine(key: str, unit: str, values: list[float | int | None]) -> float | i
     return statistics.median(vals) if key in MEDIAN_KEYS else sum(vals)
 
 
-def summed_rows(pairs: tuple[Comparison, ...]) -> tuple[MetricRow, ...]:
+def summed_rows(pairs: tuple[Comparison, ...], pids: list[Pids]) -> tuple[MetricRow, ...]:
     """Per metric: durations and counts summed over ranks, medians of the per-rank medians,
     every hidden % (all communication, each channel) recomputed from the summed union and
     exposed times. A row some pairs lack (a channel, CUDA graphs) counts as absent there.
-    ``per_rank``: pair i's own row as rank i (:func:`rank_values`)."""
+    ``per_rank``: pair i's own row as rank i (:func:`rank_values`; ``pids``: :func:`_pids`)."""
     templates: dict[str, MetricRow] = {}
     for p in pairs:
         for r in p.rows:
@@ -61,8 +64,8 @@ def summed_rows(pairs: tuple[Comparison, ...]) -> tuple[MetricRow, ...]:
                 note = "Σ hidden / Σ comm over ranks"
                 rows[key] = MetricRow(key, t.label, "pct", pct(comm.off, exposed.off),
                                       pct(comm.on, exposed.on), t.better, note)  # fmt: skip
-    return tuple(replace(r, per_rank=rank_values(pairs, [rows_of.get(r.key) for rows_of in
-                                                         by_pair])) for r in rows.values())
+    return tuple(replace(r, per_rank=rank_values(pids, [rows_of.get(r.key) for rows_of in
+                                                        by_pair])) for r in rows.values())
 
 
 def _pid(a: TraceAnalysis) -> int | None:
@@ -71,16 +74,19 @@ def _pid(a: TraceAnalysis) -> int | None:
     return int(pids[0]) if len(pids) == 1 else None
 
 
-def rank_values(pairs: tuple[Comparison, ...],
-                per: list[MetricRow | None]) -> tuple[RankValue, ...]:  # fmt: skip
+def _pids(pairs: tuple[Comparison, ...]) -> list[Pids]:
+    """Each pair's processes, found once for every row that names them."""
+    return [(_pid(p.off.analysis), _pid(p.on.analysis)) for p in pairs]
+
+
+def rank_values(pids: list[Pids], per: list[MetricRow | None]) -> tuple[RankValue, ...]:
     """Rank i of a run is its i-th file by sorted name (pair i): its values of one row are the
     pair's own (None where the pair lacks the row), its pids the files' process where a file
-    holds one."""
+    holds one (``pids``: :func:`_pids`)."""
     return tuple(
-        RankValue(i, _pid(p.off.analysis), _pid(p.on.analysis), r.off if r else None,
-                  r.on if r else None)
-        for i, (p, r) in enumerate(zip(pairs, per, strict=True))
-    )  # fmt: skip
+        RankValue(i, pid_off, pid_on, r.off if r else None, r.on if r else None)
+        for i, ((pid_off, pid_on), r) in enumerate(zip(pids, per, strict=True))
+    )
 
 
 #: collective rows of an A/B of runs: (key, label, the rank total's field, better)
@@ -91,30 +97,32 @@ WAIT_ROWS = (
 )
 
 
-def _file_totals(c: Collectives, a: TraceAnalysis, field: str) -> int | None:
+def _file_totals(c: Collectives, a: TraceAnalysis) -> dict[str, int] | None:
     """One file's ranks' totals over their channels (:attr:`Collectives.rank_totals`), summed
-    over its GPUs; None where none of them has a matched collective."""
+    over its GPUs, of each field of :data:`WAIT_ROWS`; None where none of them has a matched
+    collective."""
     if c.rank_totals.is_empty():
         return None
-    name = Path(a.path).name
-    mine = {f"{name}:{pid}:{dev}" for pid, dev in a.gpus.select("pid", "device").iter_rows()}
+    mine = set(a.gpus.select(rank_label(Path(a.path).name))["rank"])
     rows = c.rank_totals.filter(pl.col("rank").is_in(mine))
-    return None if rows.is_empty() else int(rows[field].sum())
+    return None if rows.is_empty() else {f: int(rows[f].sum()) for _, _, f, _ in WAIT_ROWS}
 
 
-def wait_rows(pairs: tuple[Comparison, ...], off: Collectives,
+def wait_rows(pairs: tuple[Comparison, ...], pids: list[Pids], off: Collectives,
               on: Collectives) -> tuple[MetricRow, ...]:  # fmt: skip
     """Wait, exposed wait and transfer of the collectives matched across each run's ranks: each
     rank's total over its channels (overlapping channels counted once), summed over ranks, with
-    every rank's own in ``per_rank``; none where neither run matched a collective."""
+    every rank's own in ``per_rank``; none where neither run matched a collective. ``pids``:
+    :func:`_pids`."""
     if off.rank_totals.is_empty() and on.rank_totals.is_empty():
         return ()
+    files = [(_file_totals(off, p.off.analysis), _file_totals(on, p.on.analysis))
+             for p in pairs]  # fmt: skip
     rows = []
     for key, label, field, better in WAIT_ROWS:
-        per = tuple(RankValue(i, _pid(p.off.analysis), _pid(p.on.analysis),
-                              _file_totals(off, p.off.analysis, field),
-                              _file_totals(on, p.on.analysis, field))
-                    for i, p in enumerate(pairs))  # fmt: skip
+        per = tuple(RankValue(i, pid_off, pid_on, t_off and t_off[field], t_on and t_on[field])
+                    for i, ((pid_off, pid_on), (t_off, t_on))
+                    in enumerate(zip(pids, files, strict=True)))  # fmt: skip
         total = [None if c.rank_totals.is_empty() else int(c.rank_totals[field].sum())
                  for c in (off, on)]  # fmt: skip
         rows.append(MetricRow(key, label, "ns", *total, better,
@@ -155,7 +163,8 @@ def compare_runs(results: list[Comparison | Failure], n_off: int, n_on: int) -> 
         return RanksComparison((), failures, (), (), pl.DataFrame(), False, tuple(notes))
     off = across_files(tuple(p.off.analysis for p in pairs))
     on = across_files(tuple(p.on.analysis for p in pairs))
-    rows = summed_rows(pairs) + wait_rows(pairs, off, on)
+    pids = _pids(pairs)
+    rows = summed_rows(pairs, pids) + wait_rows(pairs, pids, off, on)
     active = next((r.off for r in rows if r.key == "active_ns"), None)
     rows = with_pct_floor(rows, active)
     verdicts = []

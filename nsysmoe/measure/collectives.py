@@ -280,11 +280,16 @@ def clock_offset(session_start_ns: int | None, first_ns: int | None) -> tuple[in
     return session_start_ns, "session-relative timestamps + session start (utcEpochNs)"
 
 
+def rank_label(file: str) -> pl.Expr:
+    """The label of each row's rank, ``rank``: ``file:pid:device`` (``file`` the name of the
+    file it came from), as every per-rank table names it."""
+    return pl.format("{}:{}:{}", pl.lit(file), "pid", "device").alias("rank")
+
+
 def with_rank(df: pl.DataFrame, file: str, shift: int = 0) -> pl.DataFrame:
-    """Rows labelled with their rank (``file:pid:device``, as the per-rank table names them),
-    times moved by ``shift``."""
+    """Rows labelled with their rank (:func:`rank_label`), times moved by ``shift``."""
     return df.with_columns(
-        pl.format("{}:{}:{}", pl.lit(file), "pid", "device").alias("rank"),
+        rank_label(file),
         pl.col("start") + shift, pl.col("end") + shift,
     )  # fmt: skip
 
@@ -383,8 +388,8 @@ def across_files(analyses: tuple[TraceAnalysis, ...], align: bool = False) -> Co
         shift, name = a.clock_offset_ns - base, Path(a.path).name
         arrived.append(with_rank(a.arrivals, name, shift))
         busy.append(with_rank(a.compute_under_comm, name, shift))
-        offsets += [{"rank": f"{name}:{pid}:{device}", "offset_ns": shift, "basis": a.clock_basis}
-                    for pid, device in a.gpus.select("pid", "device").iter_rows()]  # fmt: skip
+        offsets += [{"rank": rank, "offset_ns": shift, "basis": a.clock_basis}
+                    for rank in a.gpus.select(rank_label(name))["rank"]]  # fmt: skip
     table = pl.DataFrame(offsets, schema={"rank": pl.String, "offset_ns": pl.Int64,
                                           "basis": pl.String})  # fmt: skip
     return summarize(pl.concat(arrived), pl.concat(busy), table, align, n_ranks=len(table))
