@@ -6,7 +6,7 @@ and skipped, why, what the capture cut short, and a sentence saying all of it â€
 analysis, its JSON and every report carry: reports format its fields and never read the
 sentence back. Warm-up is judged here only, by :func:`still_warm`: the detection
 (:func:`warmup`) and the hint that warm-up may remain in a window (``slow_first``) apply the
-same rule.
+same rule, with the same tolerance where the detection decided.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def _time(steps: Steps, span: Window, origin: int) -> WindowChoice:
                              if span.relative else "")  # fmt: skip
     return WindowChoice("time", "asked", w, w, kept, len(steps.numbers), timeline=steps.timeline,
                         origin_ns=origin if span.relative else None,
-                        slow_first=_slow_first(steps, kept), description=text)  # fmt: skip
+                        slow_first=_slow_first(steps, kept, WARMUP_TOLERANCE),
+                        description=text)  # fmt: skip
 
 
 def _iterations(steps: Steps, span: Iterations, warm: Warmup,
@@ -160,7 +161,7 @@ def _iterations(steps: Steps, span: Iterations, warm: Warmup,
     choice = WindowChoice(
         "iterations", why, window, cpu_window, tuple(kept), len(numbers), warm.skipped,
         warm.tolerance, warm.median_ns, asked, only is not None, tuple(steps.truncated),
-        steps.timeline, slow_first=_slow_first(steps, kept),
+        steps.timeline, slow_first=_slow_first(steps, kept, warm.tolerance or WARMUP_TOLERANCE),
     )  # fmt: skip
     return _described(choice)
 
@@ -189,10 +190,13 @@ def _described(c: WindowChoice) -> WindowChoice:
     return replace(c, description=text)
 
 
-def _slow_first(steps: Steps, kept: Collection[int]) -> tuple[int, float] | None:
+def _slow_first(steps: Steps, kept: Collection[int],
+                tolerance: float) -> tuple[int, float] | None:  # fmt: skip
     """The first kept iteration and how much slower (%) than the kept ones' median it is, when
-    it is :func:`still_warm` against that median (at least 3 kept; the step time of an
-    iteration is the median of its processes' periods, as the iteration table has it)."""
+    it is :func:`still_warm` against that median by ``tolerance`` â€” the detection's own where
+    it decided, so an iteration it judged steady is not hinted as warm-up (at least 3 kept; the
+    step time of an iteration is the median of its processes' periods, as the iteration table
+    has it)."""
     if len(kept) < 3:
         return None
     periods = (
@@ -201,7 +205,7 @@ def _slow_first(steps: Steps, kept: Collection[int]) -> tuple[int, float] | None
         .cast(pl.Int64)
     )  # fmt: skip
     first, median = int(periods[0]), float(periods.median())  # type: ignore[arg-type]
-    if not still_warm(first, median):
+    if not still_warm(first, median, tolerance):
         return None
     return int(sorted(kept)[0]), 100.0 * (first / median - 1)
 
