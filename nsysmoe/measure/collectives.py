@@ -206,32 +206,37 @@ def _exposed(starts: np.ndarray, ends: np.ndarray, busy: IntervalSet) -> tuple[i
     return s.length, (s - busy).length
 
 
-def wait_split(rows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+def compute_by_rank(busy: pl.DataFrame) -> dict[str, IntervalSet]:
+    """Per rank, its ⋃K ∩ ⋃C as one set; ``busy``: :func:`compute_under_comm`'s rows of every
+    rank with a ``rank`` column."""
+    return {rank: IntervalSet.from_arrays(b["start"].to_numpy(), b["end"].to_numpy())
+            for (rank,), b in busy.partition_by("rank", as_dict=True).items()}  # fmt: skip
+
+
+def wait_split(rows: pl.DataFrame, under: dict[str, IntervalSet]) -> pl.DataFrame:
     """Per (rank, channel): instances, wait, transfer and their exposed parts
-    (:data:`WAIT_SCHEMA`); ``busy``: per rank, ⋃K ∩ ⋃C (:func:`compute_under_comm`) with a
-    ``rank`` column. Loops run per rank and channel, never per kernel."""
-    return _split(rows, busy, ["rank", "channel"]).select(list(WAIT_SCHEMA))
+    (:data:`WAIT_SCHEMA`); ``under``: per rank, ⋃K ∩ ⋃C (:func:`compute_by_rank`). Loops run
+    per rank and channel, never per kernel."""
+    return _split(rows, under, ["rank", "channel"]).select(list(WAIT_SCHEMA))
 
 
-def rank_totals(rows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+def rank_totals(rows: pl.DataFrame, under: dict[str, IntervalSet]) -> pl.DataFrame:
     """Per rank, all its channels at once (:data:`TOTAL_SCHEMA`): the unions of every channel's
     wait, transfer and their exposed parts, so two channels waiting at the same time count
     that time once (the per-channel rows added up would count it twice). ``channels``: how
     many channels it had matched instances of; ``imbalance_pct`` = 100 · wait / (wait +
     transfer) of these unions (one channel's wait may overlap another's transfer)."""
-    return _split(rows, busy, ["rank"]).select(list(TOTAL_SCHEMA))
+    return _split(rows, under, ["rank"]).select(list(TOTAL_SCHEMA))
 
 
-def _split(rows: pl.DataFrame, busy: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def _split(rows: pl.DataFrame, under: dict[str, IntervalSet], by: list[str]) -> pl.DataFrame:
     """Channels, instances, wait, transfer and their exposed parts per group ``by`` (rank
     first; :data:`WAIT_SCHEMA` and :data:`TOTAL_SCHEMA` together): each figure the exact
-    union of the group's intervals, the exposed ones less the rank's compute."""
+    union of the group's intervals, the exposed ones less the rank's compute (``under``:
+    :func:`compute_by_rank`)."""
     out = []
-    under = busy.partition_by("rank", as_dict=True)
     for key, g in sorted(rows.partition_by(*by, as_dict=True).items()):
-        b = under.get((key[0],))
-        k = (IntervalSet.from_arrays(b["start"].to_numpy(), b["end"].to_numpy())
-             if b is not None else IntervalSet.empty())  # fmt: skip
+        k = under.get(key[0], IntervalSet.empty())
         s, w, e = (g[c].to_numpy() for c in ("start", "wait_end", "end"))
         wait, exposed_wait = _exposed(s, w, k)
         transfer, exposed_transfer = _exposed(w, e, k)
@@ -336,11 +341,12 @@ def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
         base = offsets if not offsets.is_empty() else corr.select("rank")
         offsets = base.join(corr, on="rank", how="left")
     rows, missing = match(table, n_ranks)
-    waits, named = wait_split(rows, busy), stragglers(rows)
+    under = compute_by_rank(busy)
+    waits, named = wait_split(rows, under), stragglers(rows)
     return Collectives(
         offsets=offsets,
         waits=waits,
-        rank_totals=rank_totals(rows, busy),
+        rank_totals=rank_totals(rows, under),
         stragglers=named,
         incomplete=missing,
         matched=rows.select(KEY).unique().height,
