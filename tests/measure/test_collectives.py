@@ -175,19 +175,6 @@ def test_wait_transfer_and_straggler_equal_brute_force(ranks) -> None:
     assert got_s == strag
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(rank, min_size=2, max_size=4))
-def test_rank_totals_are_unions_over_channels(ranks) -> None:
-    """Each rank's total over its channels against the brute force's union of their ns sets."""
-    a, b = tables(ranks)
-    c = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks))
-    want = {r: w for (r, ch), w in brute(ranks)[0].items() if ch is None}
-    got = {r["rank"]: r for r in c.rank_totals.iter_rows(named=True)}
-    assert set(got) == set(want)
-    for r, w in want.items():
-        assert {f: got[r][f] for f in w} == w, r
-
-
 def test_rank_total_counts_time_two_channels_share_once() -> None:
     """r0 waits in both channels over [0, 8) at once: 8 ns in all, not the channels' 16."""
     ranks = [([("ep.dispatch", "a", 0, 0, 10), ("nccl.allreduce", "n", 0, 0, 12)], [(9, 20)]),
