@@ -51,7 +51,8 @@ class Setting:
 
 
 def settings(a: TraceAnalysis) -> dict[str, Setting]:
-    """Every setting of one side by key (values were redacted by the reader)."""
+    """Every setting of one side by key (secret values redacted at load:
+    :func:`nsysmoe.io.redact.redact_trace`)."""
     out: dict[str, Setting] = {}
     options, words = parse_argv(a.launch.command)
     for name, value in options.items():

@@ -4,7 +4,8 @@ Megatron-LM takes them as options (``--expert-model-parallel-size 16``, ``--bf16
 Bridge and other Hydra-style launchers as ``key=value`` overrides
 (``model.expert_model_parallel_size=16``, ``comm_overlap.overlap_moe_expert_parallel_comm=True``).
 Both spellings map to one canonical name (:data:`CONTRACT_KEYS`); a flag given without a value is
-``true``. Values were redacted by the reader where they had to be.
+``true``. Secret values arrive redacted (:func:`nsysmoe.io.load_trace` →
+:func:`nsysmoe.io.redact.redact_trace`).
 """
 
 from __future__ import annotations
