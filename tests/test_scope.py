@@ -11,12 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 import nsysmoe
+from nsysmoe import pipeline
 from nsysmoe.api import analyze
 from nsysmoe.cli import cli
 from nsysmoe.model import Scope, Window
 from tests.fixtures.generate import moe_step_scenario, write_export
 
-PHASE = r"^moe_dispatch"
+PHASE = r"^iteration"  # the iteration ranges as phases too: rows the default scope lacks
+STEP = r"^iteration (\d+)$"  # the iterations the default pattern finds, by another pattern
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +30,32 @@ def two_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
     return path, sorted(g["pid"] for g in truth["gpus"])
 
 
-def test_window_keeps_the_rank_and_the_naming(two_processes) -> None:
+def test_window_keeps_the_rank_and_the_naming(two_processes, monkeypatch) -> None:
+    """Every field of the scope but its window reaches the pipeline: the rank (its GPUs only),
+    the phases (rows a scope without them lacks), the step pattern and the NVTX naming (the
+    scope each stage is given)."""
     path, pids = two_processes
     window = Window(0, 400_000_000, relative=True)
-    scope = Scope(rank=1, raw_nvtx=True, phase=PHASE)
+    seen: list[Scope] = []
+    for name in ("prepare_with_steps", "analyze_trace"):
+        real = getattr(pipeline, name)
+
+        def spy(*args, _real=real, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            seen.append(kwargs["scope"] if "scope" in kwargs else args[-1])
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(pipeline, name, spy)
+    scope = Scope(rank=1, raw_nvtx=True, phase=PHASE, step_pattern=STEP)
     got = analyze(path, window=window, scope=scope)
+    assert len(seen) == 2 and all(
+        (s.window, s.rank, s.raw_nvtx, s.phase, s.step_pattern) == (window, 1, True, PHASE, STEP)
+        for s in seen)  # fmt: skip
     assert got.gpus["pid"].to_list() == [pids[1]]  # rank 1 only, as the scope says
-    want = analyze(path, scope=Scope(window=window, rank=1, raw_nvtx=True, phase=PHASE))
-    assert got.gpus.equals(want.gpus) and got.nvtx.equals(want.nvtx)
-    assert got.phases.equals(want.phases) and got.window == want.window
+    monkeypatch.undo()
+    plain = analyze(path, window=window, scope=Scope(rank=1))
+    assert got.window == plain.window and not got.phases.equals(plain.phases)
+    extra = set(got.phases["phase"]) - set(plain.phases["phase"])
+    assert extra and all(p.startswith("iteration ") for p in extra), extra
     both = analyze(path, window=window)
     assert sorted(both.gpus["pid"].to_list()) == pids
 
