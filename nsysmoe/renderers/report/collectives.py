@@ -93,8 +93,7 @@ def unmatched_line(c: Collectives) -> str:
     line = (f"{len(c.incomplete):,} collective instances are not matched (launch counts differ "
             f"between ranks), e.g. {first['channel']} #{first['k']} {when}, on {where} "
             "only")  # fmt: skip
-    unsure = (c.incomplete.filter(pl.col("ambiguous_on").list.len() > 0)
-              if "ambiguous_on" in c.incomplete.columns else c.incomplete.clear())  # fmt: skip
+    unsure = c.incomplete.filter(pl.col("ambiguous_on").list.len() > 0)
     if not unsure.is_empty():
         ranks = sorted(set(unsure["ambiguous_on"].explode()))
         who = ", ".join(ranks[:4]) + (" …" if len(ranks) > 4 else "")
