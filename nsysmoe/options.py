@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,9 +26,13 @@ FORMATS = ("terminal", "markdown", "json", "html")
 #: what a terminal report's layout and colour depend on besides the result (terminal.py)
 TERMINAL_ENV = ("COLUMNS", "NO_COLOR", "FORCE_COLOR", "TERM")
 FIGURE_SUFFIXES = (".png", ".svg")  # what --plot writes, so no input of these may be there
-#: the options a report's text depends on besides the inputs, the format and the rules
-REPORT_OPTIONS = ("window", "skip", "step_range", "whole_trace", "raw_nvtx", "phase", "align",
-                  "vary", "labels", "rank", "all_nvtx", "wide")  # fmt: skip
+#: the options a report's cache key leaves out: keyed on their own (the inputs, the format, -o,
+#: the rules), changing no text (--jobs, --cache), or never served from the cache (checks,
+#: figures, Dask, another tool's conventions: :func:`report_key`). Every other option is keyed,
+#: so a new one cannot be forgotten.
+NOT_KEYED = frozenset({"traces", "fmt", "output", "rules_path", "rules_replace", "jobs",
+                       "use_cache", "strict", "fail_if", "dask_address", "compat",
+                       "plot_dir"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,16 @@ class Options:
     @property
     def inputs(self) -> list[str | Path]:
         """The files the arguments name before expansion, the rules file included."""
-        return [*self.traces, *([self.rules_path] if self.rules_path is not None else [])]
+        return self.and_rules(self.traces)
+
+    def and_rules(self, paths: Sequence[str | Path]) -> list[str | Path]:
+        """``paths`` and the rules file, if one is given: the inputs no output may overwrite."""
+        return [*paths, *([self.rules_path] if self.rules_path is not None else [])]
+
+
+#: the options a report's text depends on besides the inputs, the format and the rules: every
+#: option but those :data:`NOT_KEYED`
+REPORT_OPTIONS = tuple(f.name for f in fields(Options) if f.name not in NOT_KEYED)
 
 
 def served(opts: Options) -> tuple[str | None, str | None]:
@@ -128,7 +141,7 @@ def check_writable(output: Path | None, plot_dir: Path | None) -> None:
 def check_not_inputs(opts: Options, inputs: Sequence[str]) -> None:
     """``-o`` may not be an input (the same file by any path: links, ``..``, hard links), nor may
     ``--plot`` hold an input figures could overwrite."""
-    others = [Path(p) for p in inputs] + ([opts.rules_path] if opts.rules_path else [])
+    others = [Path(p) for p in opts.and_rules(inputs)]
     if opts.output is not None:
         for path in others:
             if same_file(opts.output, path):
