@@ -1,9 +1,10 @@
 """CSV, for tables a spreadsheet reads: the kernel audit table.
 
-A text cell that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula
-to a spreadsheet (CSV injection): such cells get a leading ``'``, the usual neutraliser, here and
-nowhere else. Other control characters in a cell are shown as escapes, as in every other format
-(:func:`nsysmoe.text.escape_char`): the CSV may be printed to a terminal.
+A text cell that begins with ``=``, ``+``, ``-``, ``@`` or a tab is a formula to a spreadsheet
+(CSV injection): such cells get a leading ``'``, the usual neutraliser, here and nowhere else.
+Other control characters in a cell are first shown as escapes, as in every other format
+(:func:`nsysmoe.text.escape_char`; a leading carriage return is then the text ``\\x0d``): the
+CSV may be printed to a terminal.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def render_csv(result: object) -> str:
         raise NsysmoeError("--format csv is for `nsysmoe kernels`; use json for analyses")
     shown = result.shown
     text = [c for c, t in shown.schema.items() if t == pl.String]
-    formula = pl.col(text).str.contains(r"^[=+\-@\t\r]")
+    formula = pl.col(text).str.contains(r"^[=+\-@\t]")  # of the cells as shown
     shown = shown.with_columns(pl.col(text).map_elements(_visible, return_dtype=pl.String,
                                                          skip_nulls=True))  # fmt: skip
     return shown.with_columns(
