@@ -306,7 +306,7 @@ def _number_width(rows: list[list[str]], c: int, header_word: int) -> int:
     """A number column's least width: its widest number, or its header's longest word where
     that is wider, up to :data:`_WORD` (a longer word, a side's long name, folds)."""
     numbers = max((_unit(r[c]) for r in rows), default=1)
-    return max(numbers, min(header_word, max(numbers, _WORD)))
+    return max(numbers, min(header_word, _WORD))
 
 
 def _unit(number: str) -> int:
