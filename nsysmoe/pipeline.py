@@ -178,9 +178,7 @@ def analyze_process(analysis: TraceAnalysis, pid: int, *, steps: Steps) -> Trace
     on the timeline is measured again), and what those rows add up to — an A/B's per-rank
     values. ``steps``: those the analysis was measured with. No detail tables (phases, idle
     gaps, collectives): no per-rank row reads them."""
-    if analysis.source is None:
-        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
-    source = restrict(analysis.source, [pid])
+    source = restrict(analysis.classified, [pid])
     trace = source.trace
     if trace.kernels.is_empty():
         raise NsysmoeError(f"{analysis.path}: process {pid} ran no CUDA kernels")

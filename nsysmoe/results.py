@@ -17,6 +17,7 @@ from typing import Literal
 
 import polars as pl
 
+from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
 from nsysmoe.model import (
     ClassifiedTrace,
@@ -327,6 +328,14 @@ class TraceAnalysis:
     def cpu_window(self) -> Window:
         """The kept iterations' CPU ranges (CPU-side NVTX totals are taken over them)."""
         return self.window_choice.cpu_window
+
+    @property
+    def classified(self) -> ClassifiedTrace:
+        """The classified trace it was measured on (``source``), for what is measured from it
+        later; an error once the analysis was detached from it."""
+        if self.source is None:
+            raise NsysmoeError(f"{self.path}: analysis was detached from its trace; re-analyse it")
+        return self.source
 
     @property
     def median_step_ns(self) -> int | None:

@@ -86,11 +86,7 @@ def with_per_rank(
 
 
 def _steps_of(side: Side, pattern: str | None) -> Steps:
-    source = side.analysis.source
-    if source is None:
-        raise NsysmoeError(f"{side.analysis.path}: analysis was detached from its trace; "
-                           "re-analyse it")  # fmt: skip
-    return detect_steps(source.trace, pattern)
+    return detect_steps(side.analysis.classified.trace, pattern)
 
 
 def _at(items: list[int], i: int) -> int | None:

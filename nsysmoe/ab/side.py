@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import polars as pl
 
-from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.kernels import compute_kernel_stats, names_in_window
 from nsysmoe.measure.launch_calls import launches_of
@@ -28,9 +27,7 @@ def measure_side(label: str, analysis: TraceAnalysis,
     """The side facts of an analysis that still carries its classified trace. ``projected``:
     its phase ranges projected already (a rank's share of its side's :attr:`Side.projected`:
     a range and the work it launched lie in one process)."""
-    if analysis.source is None:
-        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
-    trace, classified = analysis.source.trace, analysis.source.kernels
+    trace, classified = analysis.classified.trace, analysis.classified.kernels
     # the window's kernels as one lazy frame: each fact reads only its columns, no copy of all
     kernels = analysis.window.select(classified.lazy())
     names, channels, compute, subclasses, distinct = pl.collect_all([
@@ -69,9 +66,7 @@ def rank_side(side: Side, analysis: TraceAnalysis, projected: pl.DataFrame) -> S
     (:func:`~nsysmoe.ab.metrics.summary_rows`: the analysis, GEMM/attention kernel stats, NVTX
     and phase totals); the facts no row reads (kernel names and channels, dispatcher, GPU
     models) stay the side's: a rank's values are read from it, nothing else."""
-    if analysis.source is None:
-        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
-    kernels = analysis.window.select(analysis.source.kernels.lazy())
+    kernels = analysis.window.select(analysis.classified.kernels.lazy())
     return replace(side, analysis=analysis, compute_kernels=compute_kernel_stats(kernels).collect(),
                    nvtx=_nvtx_totals(analysis), phases_gpu=projected_totals(projected),
                    projected=projected, ranks=analysis.gpus["pid"].n_unique())  # fmt: skip

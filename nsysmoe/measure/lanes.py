@@ -51,7 +51,7 @@ def drawn_iteration(analysis: TraceAnalysis, step: int | None) -> tuple[int, int
 
 
 def _work_bounds(analysis: TraceAnalysis) -> tuple[int, int]:
-    trace, window = _source(analysis).trace, analysis.window
+    trace, window = analysis.classified.trace, analysis.window
     work = pl.concat(
         [
             window.select(trace.kernels).select("start", "end"),
@@ -59,12 +59,6 @@ def _work_bounds(analysis: TraceAnalysis) -> tuple[int, int]:
         ]
     )
     return int(work["start"].min()), int(work["end"].max())
-
-
-def _source(analysis: TraceAnalysis):  # noqa: ANN202 - a ClassifiedTrace
-    if analysis.source is None:
-        raise NsysmoeError(f"{analysis.path}: analysis was detached from its trace; re-analyse it")
-    return analysis.source
 
 
 def _channel_order(channel: str) -> tuple[int, str]:
@@ -147,7 +141,7 @@ def timeline(analysis: TraceAnalysis, step: int | None = None) -> Timeline:
     and channels the analysis was measured with; at most :data:`MAX_CHANNEL_LANES` channel
     lanes per GPU."""
     lo, hi, how = drawn_iteration(analysis, step)
-    source, w = _source(analysis), Window(lo, hi)
+    source, w = analysis.classified, Window(lo, hi)
     gpus = list(analysis.gpus.iter_rows(named=True))
     kernels = w.select(source.kernels)
     k_parts = kernels.partition_by("pid", "device", as_dict=True)
