@@ -31,6 +31,7 @@ from nsysmoe import env
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.io.kineto_events import GZIP_MAGIC, is_kineto
 from nsysmoe.results import Failure
+from nsysmoe.text import flat
 
 TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
 
@@ -198,9 +199,10 @@ def dask_timeout() -> float:
 
 
 def one_line(text: str, limit: int = 500) -> str:
-    """A message on one line (a library's multi-line message joined), at most ``limit`` chars."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """A message on one line (a library's multi-line message joined), at most ``limit`` chars:
+    :func:`nsysmoe.text.flat`, nothing escaped (a :class:`Failure` and the JSON keep the text as
+    it is; each medium escapes it where it shows it)."""
+    return flat(str(text), limit)
 
 
 def _safe(fn: Callable[..., Any], item: Any) -> Any:

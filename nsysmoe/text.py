@@ -65,10 +65,15 @@ def visible_lines(text: str) -> str:
     return _LINES.sub(_lines, text)
 
 
+def flat(text: str, limit: int | None = None) -> str:
+    """``text`` on one line, as it is otherwise: every run of whitespace one space, cut to
+    ``limit`` characters (the last one "…") when given. No character is escaped: the one cutter
+    of :func:`one_line` and of a worker's messages (:func:`nsysmoe.parallel.one_line`)."""
+    text = " ".join(text.split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
 def one_line(text: object, limit: int | None = None) -> str:
-    """A message for one stderr line: made :func:`visible`, runs of blanks as one space, cut to
-    ``limit`` characters (with "…") when given."""
-    flat = " ".join(visible(str(text)).split())
-    if limit is not None and len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return flat
+    """A message for one stderr line: made :func:`visible`, then :func:`flat` (runs of blanks as
+    one space, cut to ``limit`` characters when given)."""
+    return flat(visible(str(text)), limit)
