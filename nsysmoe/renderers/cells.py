@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from nsysmoe.results import TraceAnalysis
 
+#: under ``--rank``, what every figure is of, said before any ("this" process of one trace,
+#: "that" process of each side of an A/B)
+RANK_FIGURES = "every figure is {} process's GPUs, CUDA API calls and NVTX ranges"
+
 
 def ms(ns: int | None) -> str:
     """Nanoseconds as milliseconds with µs precision (the unit reviewers compare)."""
@@ -38,6 +42,11 @@ def source_text(a: TraceAnalysis) -> str:
         return f"{a.path} (PyTorch profiler trace, Kineto {schema})"
     version = f"nsys {a.product_version}, " if a.product_version else ""
     return f"{a.path} ({version}{schema})"
+
+
+def gpus_phrase(a: TraceAnalysis) -> str:
+    """Whose figures a table holds: "rank R" under ``--rank``, else "all GPUs"."""
+    return f"rank {a.rank.rank}" if a.rank is not None else "all GPUs"
 
 
 def window_text(a: TraceAnalysis) -> str:

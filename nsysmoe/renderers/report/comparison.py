@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsysmoe.renderers.cells import count, ms, pct, shorten, versus, warmup_hint
+from nsysmoe.renderers.cells import (
+    RANK_FIGURES,
+    count,
+    gpus_phrase,
+    ms,
+    pct,
+    shorten,
+    versus,
+    warmup_hint,
+)
 from nsysmoe.renderers.document import (
     Block,
     Details,
@@ -89,8 +98,7 @@ def rank_line(c: Comparison) -> str:
     if not said:
         return ""
     asked = next(r.rank for _, r in shown if r is not None)
-    return (f"rank {asked} only: {', '.join(said)}; every figure is that process's GPUs, CUDA "
-            "API calls and NVTX ranges")
+    return f"rank {asked} only: {', '.join(said)}; {RANK_FIGURES.format('that')}"
 
 
 def contract_lines(c: Comparison) -> list[str]:
@@ -211,8 +219,7 @@ def document(c: Comparison, options: ReportOptions | None = None) -> Document:
         Lines(head),
     ]
     rows = shown_rows(c.rows, options.all_nvtx)
-    scope = f"rank {a.rank.rank}" if a.rank is not None else "all GPUs"
-    table = metric_table(rows, c.verdicts, labels=(off, on), scope=scope)
+    table = metric_table(rows, c.verdicts, labels=(off, on), scope=gpus_phrase(a))
     if len(rows) < len(c.rows):
         more = len(c.rows) - len(rows)
         table = Table(f"{table.title} ({more} more CPU-side NVTX rows: --all-nvtx or --format "

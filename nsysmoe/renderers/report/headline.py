@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from nsysmoe.renderers.cells import ms, pct, source_text, versus, window_phrase
+from nsysmoe.renderers.cells import gpus_phrase, ms, pct, source_text, versus, window_phrase
 from nsysmoe.renderers.document import Block, Lines, Table
 from nsysmoe.results import Comparison, MetricRow, RanksAnalysis, RanksComparison, TraceAnalysis
 
@@ -96,8 +96,7 @@ def comparison_headline(c: Comparison) -> list[Block]:
     window = window_phrase(a) if window_phrase(a) == window_phrase(b) else (
         f"{window_phrase(a)} / {window_phrase(b)}")  # fmt: skip
     status = "contract matched" if c.contract.matched else "contract NOT matched"
-    gpus = f"rank {a.rank.rank}" if a.rank is not None else "all GPUs"  # --rank: that rank's
-    title = f"{versus(c.off.name, c.on.name)}, {gpus}, {window}; {status}"
+    title = f"{versus(c.off.name, c.on.name)}, {gpus_phrase(a)}, {window}; {status}"
     table = Table(title, ("", c.off.name, c.on.name, "Δ", "verdict"), tuple(rows),
                   (False, True, True, True, False))  # fmt: skip
     return [table, Lines(tuple(_after(c)))]

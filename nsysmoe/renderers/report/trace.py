@@ -3,7 +3,15 @@ classes, iterations, NVTX and notes."""
 
 from __future__ import annotations
 
-from nsysmoe.renderers.cells import count, gpu_label, ms, pct, warmup_hint, window_text
+from nsysmoe.renderers.cells import (
+    RANK_FIGURES,
+    count,
+    gpu_label,
+    ms,
+    pct,
+    warmup_hint,
+    window_text,
+)
 from nsysmoe.renderers.document import (
     Block,
     Caption,
@@ -69,7 +77,7 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
 def rank_line(a: TraceAnalysis) -> str:
     """Under ``--rank``, which process every figure is of (said before any of them)."""
     assert a.rank is not None
-    return f"{a.rank.text}: every figure is this process's GPUs, CUDA API calls and NVTX ranges"
+    return f"{a.rank.text}: {RANK_FIGURES.format('this')}"
 
 
 def caveat_lines(a: TraceAnalysis, prefix: str = "") -> list[str]:
