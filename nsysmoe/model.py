@@ -95,6 +95,13 @@ CHANNEL_ORDER = (
 )
 
 
+def channel_order_key(channel: str) -> tuple[int, str]:
+    """Report order of channel names (``sorted(names, key=channel_order_key)``): the vocabulary
+    as in :data:`CHANNEL_ORDER`, then a user's own names sorted."""
+    rank = CHANNEL_ORDER.index(channel) if channel in CHANNEL_ORDER else len(CHANNEL_ORDER)
+    return rank, channel
+
+
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 

@@ -52,7 +52,8 @@ TOTAL_CHANNEL_SCHEMA: dict[str, pl.DataType] = {"channel": pl.String, **_TYPES}
 
 
 def channel_rank(channel: pl.Expr) -> pl.Expr:
-    """Sort key putting the vocabulary first, in :data:`CHANNEL_ORDER`."""
+    """Sort key putting the vocabulary first, in :data:`CHANNEL_ORDER` (then sort by the name:
+    the table's form of :func:`~nsysmoe.model.channel_order_key`)."""
     return channel.replace_strict(CHANNEL_ORDER, range(len(CHANNEL_ORDER)),
                                   default=len(CHANNEL_ORDER), return_dtype=pl.Int64)  # fmt: skip
 

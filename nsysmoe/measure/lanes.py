@@ -9,9 +9,8 @@ import polars as pl
 from nsysmoe.classify import COMPUTE_GEMM_ATTN, GRAPH, OTHER_CHANNEL
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.intervals import IntervalSet
-from nsysmoe.measure.channels import CHANNEL_ORDER
 from nsysmoe.measure.overlap import COMM, hidden_pct
-from nsysmoe.model import Window
+from nsysmoe.model import Window, channel_order_key
 from nsysmoe.results import GpuLanes, Timeline, Totals, TraceAnalysis
 
 MAX_GPUS = 8  # timeline rows; more GPUs make unreadable slivers (the title says how many left out)
@@ -61,12 +60,6 @@ def _work_bounds(analysis: TraceAnalysis) -> tuple[int, int]:
     return int(work["start"].min()), int(work["end"].max())
 
 
-def _channel_order(channel: str) -> tuple[int, str]:
-    """Report order: the vocabulary in :data:`CHANNEL_ORDER`, then a user's own names sorted."""
-    rank = CHANNEL_ORDER.index(channel) if channel in CHANNEL_ORDER else len(CHANNEL_ORDER)
-    return rank, channel
-
-
 def channel_sets(comm_kernels: pl.DataFrame) -> dict[str, IntervalSet]:
     """⋃C_x per channel of one GPU's communication kernels, in report order (a kernel without
     a channel is :data:`~nsysmoe.classify.OTHER_CHANNEL`'s)."""
@@ -79,7 +72,7 @@ def channel_sets(comm_kernels: pl.DataFrame) -> dict[str, IntervalSet]:
     parts = comm_kernels.with_columns(channel.alias("channel")).partition_by(
         "channel", as_dict=True
     )
-    names = sorted((k[0] for k in parts), key=_channel_order)
+    names = sorted((k[0] for k in parts), key=channel_order_key)
     return {name: _iset(parts[(name,)]) for name in names}
 
 

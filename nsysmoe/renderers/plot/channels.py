@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nsysmoe.model import CHANNEL_ORDER
+from nsysmoe.model import channel_order_key
 from nsysmoe.renderers.cells import versus
 from nsysmoe.renderers.plot.common import (
     COLORS,
@@ -40,18 +40,13 @@ def channel_values(comparison: Comparison) -> dict[str, dict[str, dict[str, obje
     }
 
 
-def _order(channel: str) -> tuple[int, str]:
-    return (CHANNEL_ORDER.index(channel) if channel in CHANNEL_ORDER else len(CHANNEL_ORDER),
-            channel)  # fmt: skip
-
-
 def channels_figure(comparison: Comparison) -> Figure:
     """Grouped bars per channel present on either side (report order), off above on, each bar
     exposed + hidden = the channel's communication time, labelled with both values in ms and
     the hidden share; a side without the channel says so instead of a bar."""
     sides = (comparison.off, comparison.on)
     values = channel_values(comparison)
-    channels = sorted({c for v in values.values() for c in v}, key=_order)
+    channels = sorted({c for v in values.values() for c in v}, key=channel_order_key)
     n = max(len(channels), 1)
     fig = figure(WIDTH, 1.9 + 0.62 * len(sides) * n)
     ax = fig.add_subplot()

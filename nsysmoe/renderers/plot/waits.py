@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nsysmoe.model import CHANNEL_ORDER
+from nsysmoe.model import channel_order_key
 from nsysmoe.renderers.plot.common import WIDTH, figure, short_ranks
 from nsysmoe.results import Collectives
 
@@ -23,8 +23,7 @@ def waits_figure(c: Collectives, side: str = "") -> Figure:
     """The heat map (ms of exposed wait per rank and channel), values written in the cells;
     ``side``: the A/B side's name when the ranks are one side of an A/B, first in the title."""
     w = c.waits
-    channels = [ch for ch in CHANNEL_ORDER if ch in set(w["channel"])]
-    channels += sorted(set(w["channel"]) - set(channels))
+    channels = sorted(set(w["channel"]), key=channel_order_key)
     ranks = sorted(set(w["rank"]))[:MAX_RANKS]
     grid = np.full((len(ranks), len(channels)), np.nan)
     for r in w.iter_rows(named=True):
