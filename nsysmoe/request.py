@@ -3,10 +3,11 @@
 The arguments mean one mode, a value of its own (:func:`mode_of`): one trace (:class:`Single`),
 an A/B (:class:`Pair`), many ranks (:class:`Ranks`), an A/B of many ranks (:class:`RanksPair`),
 or another tool's view (:class:`Compat`). Each mode checks the options it refuses, once, and
-runs; every mode's report goes through :func:`report` (figures, ``--fail-if``). Outputs are
-checked before any work; a cache that cannot be used is a note, never an error. The CLI only
-turns its options into :class:`~nsysmoe.options.Options` and an :class:`Outcome` into output
-and an exit code.
+runs; every mode's report but another tool's view goes through :func:`report` (figures,
+``--fail-if``, the report cache), and :class:`Compat` renders its own (it refuses ``--plot``
+and ``--fail-if`` and is never cached). Outputs are checked before any work; a cache that
+cannot be used is a note, never an error. The CLI only turns its options into
+:class:`~nsysmoe.options.Options` and an :class:`Outcome` into output and an exit code.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ class Single:
         return [self.path]
 
     def check(self, opts: Options) -> None:
-        """Every option applies (``--dask`` is a note: one file is analysed here)."""
+        """No option is refused: those of an A/B or of many ranks (``--align``, ``--vary``,
+        ``--labels``, ``--strict``, ``--all-nvtx``, ``--jobs``) have nothing to act on here and
+        are ignored; ``--dask`` is a note (one file is analysed here)."""
 
     def run(self, req: Request) -> Outcome:
         result = api.analyze(self.path, **_one_file(req))
@@ -125,7 +128,8 @@ class Pair:
         return [self.off, self.on]
 
     def check(self, opts: Options) -> None:
-        """Every option applies (``--dask`` is a note: the two files are analysed here)."""
+        """No option is refused: those of many ranks (``--align``, ``--jobs``) have nothing to
+        act on here and are ignored; ``--dask`` is a note (the two files are analysed here)."""
 
     def run(self, req: Request) -> Outcome:
         o = req.options

@@ -140,8 +140,9 @@ class Caveat:
 
 def launch_dict(launch: Launch, config: dict[str, str] | None = None) -> dict[str, object]:
     """What an output says of the launch: the command, the contract settings parsed from it,
-    the variables that change performance, how many variables there were, and the host; every
-    value was redacted by the reader."""
+    the variables that change performance, how many variables there were, and the host; secret
+    values arrive redacted (:func:`nsysmoe.io.load_trace` →
+    :func:`nsysmoe.io.redact.redact_trace`)."""
     return {
         "command": list(launch.command),
         "config": dict(config or {}),
@@ -162,7 +163,11 @@ class Collectives:
     """Collectives matched across ranks (:mod:`nsysmoe.measure.collectives`): the clock offsets
     applied (rank, offset_ns, basis), wait vs transfer per (rank, channel) and per rank over
     all its channels (``rank_totals``: unions, overlapping channels counted once), the
-    straggler per channel, and the instances some ranks lack (key, ranks that have it)."""
+    straggler per channel, and the instances left unmatched (``incomplete``: per step, channel,
+    name and launch number ``k``, the ranks that have all of its stretch's launches,
+    ``present_on``, and those with only some, which cannot be told apart, ``ambiguous_on``;
+    stretches not every rank has equally many launches in are listed there, never guessed:
+    :mod:`nsysmoe.measure.collectives`)."""
 
     offsets: pl.DataFrame
     waits: pl.DataFrame
@@ -297,7 +302,7 @@ class TraceAnalysis:
     clock_offset_ns: int  # added to this file's times to put them on the UTC epoch
     clock_basis: str  # why that offset
     collectives: Collectives  # across the GPUs of this file (a multi-process export)
-    launch: Launch = field(default_factory=Launch)  # secrets redacted by the reader
+    launch: Launch = field(default_factory=Launch)  # secrets redacted at io.load_trace
     #: the contract settings its command line gives (nsysmoe.measure.launch.contract_config)
     launch_config: dict[str, str] = field(default_factory=dict)
     caveats: tuple[Caveat, ...] = ()  # the timing is not what the command line claims
