@@ -183,14 +183,14 @@ def analyze_process(analysis: TraceAnalysis, pid: int, *, steps: Steps) -> Trace
     if trace.kernels.is_empty():
         raise NsysmoeError(f"{analysis.path}: process {pid} ran no CUDA kernels")
     _check_window(source, analysis.window)
-    mine = pl.col("pid").is_in(trace.gpus["pid"].unique().to_list())
+    pids = set(trace.gpus["pid"].to_list())
+    mine = pl.col("pid").is_in(list(pids))
     tables = _Tables(
         gpus=analysis.gpus.filter(mine),
         classes=analysis.classes.filter(mine),
         channels=analysis.channels.filter(mine).select(list(CHANNEL_SCHEMA)),
         nvtx_by_process=analysis.process_nvtx.filter(mine),
-        markers={p: n for p, n in analysis.oom_markers.items()
-                 if p in set(trace.gpus["pid"].to_list())},
+        markers={p: n for p, n in analysis.oom_markers.items() if p in pids},
         by_process=analysis.process_iterations.filter(mine),
         channels_by_process=analysis.process_iteration_channels.filter(mine),
     )  # fmt: skip
