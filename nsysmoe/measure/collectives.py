@@ -196,7 +196,7 @@ def _cut(uneven: pl.DataFrame, anchors: pl.DataFrame, n: int) -> tuple[pl.DataFr
             pl.col("rank").filter(~whole).sort().alias("ambiguous_on"),
             pl.col("k0").filter(whole).max(), pl.col("most").first())
         .with_columns(pl.int_ranges("k0", pl.col("k0") + pl.col("most")).alias("k"))
-        .explode("k").sort(*GROUP, "k")
+        .explode("k").sort(*GROUP, "k", "block")  # block: ties in k in timeline order
     )  # fmt: skip
     return matched, named.select(list(INCOMPLETE_SCHEMA)).cast(INCOMPLETE_SCHEMA)
 
