@@ -5,8 +5,9 @@ The choice is one record, :class:`~nsysmoe.model.WindowChoice` — kind, windows
 and skipped, why, what the capture cut short, and a sentence saying all of it — which the
 analysis, its JSON and every report carry: reports format its fields and never read the
 sentence back. Warm-up is judged here only, by :func:`still_warm`: the detection
-(:func:`warmup`) and the hint that warm-up may remain in a window (``slow_first``) apply the
-same rule, with the same tolerance where the detection decided.
+(:func:`warmup_count`; :func:`warmup` for a trace's iterations, measure.acceptance for a
+training log's samples) and the hint that warm-up may remain in a window (``slow_first``) apply
+the same rule, with the same tolerance where the detection decided.
 """
 
 from __future__ import annotations
@@ -42,28 +43,24 @@ def still_warm(period: float, median: float, tolerance: float = WARMUP_TOLERANCE
 @dataclass(frozen=True)
 class Warmup:
     """Leading iterations judged warm-up: how many, and the rule's tolerance (a fraction) and
-    steady median where it decided (None with fewer than 3 iterations)."""
+    steady median where it decided (None with fewer than 3 iterations). ``median_ns`` is in the
+    periods' unit: nanoseconds for a trace's iterations, seconds for a training log's samples."""
 
     skipped: int
     tolerance: float | None = None
     median_ns: float | None = None
 
 
-def warmup(steps: Steps) -> Warmup:
-    """How many leading complete iterations are warm-up: the first always (setup, autotuning,
-    allocator growth), then each next one while it is :func:`still_warm` — its period (the
-    slowest process's) against the median of the second half, the tolerance 10 % or 3 robust
-    SDs of that half, whichever is larger. At least 2 iterations are kept; with fewer than 3,
-    none is skipped."""
-    numbers = steps.numbers
-    n = len(numbers)
+def warmup_count(periods: np.ndarray) -> Warmup:
+    """How many leading ``periods`` (in order) are warm-up: the first always (setup,
+    autotuning, allocator growth), then each next one while it is :func:`still_warm` against
+    the median of the second half, the tolerance 10 % or 3 robust SDs of that half, whichever
+    is larger. At least 2 are kept; with fewer than 3, none is skipped. One rule for a trace's
+    iterations (:func:`warmup`) and a training log's samples (measure.acceptance)."""
+    periods = np.asarray(periods, dtype=np.float64)
+    n = len(periods)
     if n < 3:
         return Warmup(0)
-    periods = (
-        steps.table.filter(pl.col("step").is_in(numbers))
-        .group_by("step").agg(pl.col("step_ns").max()).sort("step")["step_ns"]
-        .to_numpy().astype(np.float64)
-    )  # fmt: skip
     steady = periods[n // 2 :]
     median = float(np.median(steady))
     spread = 1.4826 * float(np.median(np.abs(steady - median)))
@@ -72,6 +69,20 @@ def warmup(steps: Steps) -> Warmup:
     while k < n - 2 and still_warm(periods[k], median, tolerance):
         k += 1
     return Warmup(k, tolerance, median)
+
+
+def warmup(steps: Steps) -> Warmup:
+    """How many leading complete iterations are warm-up, by :func:`warmup_count` on their
+    periods (each iteration's slowest process's)."""
+    numbers = steps.numbers
+    if len(numbers) < 3:
+        return Warmup(0)
+    periods = (
+        steps.table.filter(pl.col("step").is_in(numbers))
+        .group_by("step").agg(pl.col("step_ns").max()).sort("step")["step_ns"]
+        .to_numpy().astype(np.float64)
+    )  # fmt: skip
+    return warmup_count(periods)
 
 
 def choose(steps: Steps, span: Span, origin: int = 0) -> WindowChoice:
