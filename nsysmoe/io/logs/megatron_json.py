@@ -1,0 +1,190 @@
+"""Megatron-LM's per-step metrics JSON (``golden_values*.json``, what its CI and functional tests
+write): ``{metric: {"start_step", "end_step", "step_interval", "values": {step: value}}}``.
+
+Each metric's values are keyed by step (older files hold a list, one value every
+``step_interval`` steps from ``start_step``); metrics are joined on the step, a metric missing
+at a step is null. The training arguments come from ``model_config.yaml`` beside the file (its
+``MODEL_ARGS``); its ``--log-interval`` says what a value is: under ``--log-interval 1`` each
+value is one iteration (a point sample, whatever ``step_interval`` is); under ``k`` > 1 each
+value is Megatron's mean over the k iterations before it. The first step (initialisation,
+often 10+ s) is kept: leaving out warm-up is the measure's job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.logs.schema import TrainingLog, common_gap, sampling_of, to_schema
+
+#: the metrics' names (Megatron's tensorboard scalars) -> LOG_SCHEMA columns
+METRICS = {
+    "iteration-time": "step_s",
+    "lm loss": "loss",
+    "mem-max-allocated-bytes": "mem_max_allocated_bytes",
+    "throughput": "tflops",
+    "loss-scale": "loss_scale",
+    "grad-norm": "grad_norm",
+    "batch-size": "global_batch",
+}
+#: a metrics JSON is a few kB per metric; anything far larger is not one (and is not read whole)
+MAX_BYTES = 256 * 1024 * 1024
+CONFIG_NAME = "model_config.yaml"
+NO_ITERATIONS = (
+    "no training iterations found: expected Megatron 'iteration N/ M |' lines, a Megatron "
+    "metrics JSON, torchtitan 'step: N' lines or a CSV/JSONL with step and step_time_s"
+)
+
+
+def looks_like_metrics_json(head: str) -> bool:
+    """Whether a file's first characters are a Megatron metrics JSON: an object whose values
+    are objects with ``"values"`` (and ``"start_step"`` or ``"step_interval"``)."""
+    text = head.lstrip()
+    return (text.startswith("{") and '"values"' in text
+            and ('"start_step"' in text or '"step_interval"' in text))  # fmt: skip
+
+
+def read_megatron_json(path: Path) -> TrainingLog:
+    """Read a Megatron metrics JSON (and ``model_config.yaml`` beside it, where present)."""
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        what = "too large for a Megatron metrics JSON (a few kB per metric)"
+        raise NsysmoeError(f"{path}: {size} bytes is {what}; pass the console log instead")
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as err:
+        where = f"{err.msg} at line {err.lineno} column {err.colno}"
+        raise NsysmoeError(
+            f"{path}: not valid JSON ({where}); pass the metrics JSON as Megatron wrote it"
+        ) from None
+    if not isinstance(data, dict):
+        raise NsysmoeError(f"{path}: {NO_ITERATIONS}")
+    notes: list[str] = []
+    frames: list[pl.DataFrame] = []
+    unreadable = 0
+    for key, column in METRICS.items():
+        metric = data.get(key)
+        if not isinstance(metric, dict) or "values" not in metric:
+            continue
+        steps, values, bad = _metric_values(metric)
+        unreadable += bad
+        frames.append(pl.DataFrame({"iteration": steps, column: values},
+                                   schema={"iteration": pl.Int64, column: pl.Float64}))  # fmt: skip
+    if not frames or all(frame.height == 0 for frame in frames):
+        raise NsysmoeError(f"{path}: {NO_ITERATIONS}")
+    if unreadable:
+        notes.append(f"{unreadable} metric value(s) that are not numbers read as null.")
+    table = frames[0]
+    for frame in frames[1:]:
+        table = table.join(frame, on="iteration", how="full", coalesce=True)
+    config = read_model_args(path.parent / CONFIG_NAME)
+    if not config:
+        notes.append(f"no {CONFIG_NAME} with MODEL_ARGS beside it: each value taken as one "
+                     "iteration (--log-interval 1).")  # fmt: skip
+    interval = _int_or_one(config.get("--log-interval"))
+    if "mem_max_allocated_bytes" in table.columns:
+        table = table.with_columns(pl.col("mem_max_allocated_bytes").round(0))
+    table = to_schema(table.with_columns(pl.lit(interval, dtype=pl.Int64).alias("iterations")))
+    peak = table.get_column("mem_max_allocated_bytes").max()
+    log_interval = common_gap(table.get_column("iteration"))
+    return TrainingLog(
+        path=str(path), format="megatron-json", table=table, rank=None, ranks=(),
+        log_interval=log_interval, sampling=sampling_of(table, log_interval),
+        peak_memory_bytes=None if peak is None else int(peak),  # type: ignore[arg-type]
+        config=config, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def _metric_values(metric: dict[str, object]) -> tuple[list[int], list[float | None], int]:
+    """One metric's (steps, values, count of values that are not numbers)."""
+    raw = metric.get("values")
+    if isinstance(raw, dict):
+        pairs = [(_step(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        start = _int_or_one(metric.get("start_step"))
+        every = max(_int_or_one(metric.get("step_interval")), 1)
+        pairs = [(start + i * every, v) for i, v in enumerate(raw)]
+    else:
+        return [], [], 0
+    steps: list[int] = []
+    values: list[float | None] = []
+    bad = 0
+    for step, value in pairs:
+        if step is None:
+            bad += 1
+            continue
+        number = _number(value)
+        bad += number is None and value is not None
+        steps.append(step)
+        values.append(number)
+    return steps, values, bad
+
+
+def _step(key: str) -> int | None:
+    try:
+        return int(key)
+    except ValueError:
+        return None
+
+
+def _number(value: object) -> float | None:
+    """A value as a float: numbers, and the strings "nan"/"inf" Megatron writes for them."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _int_or_one(value: object) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        return 1
+    return number if number >= 1 else 1
+
+
+_KEY = re.compile(r"^\s+(--[A-Za-z0-9][\w.-]*)\s*:\s*(.*?)\s*$")
+_YAML_WORDS = {"true": "True", "false": "False", "null": "None", "~": "None", "": "None"}
+
+
+def read_model_args(path: Path) -> dict[str, str]:
+    """``MODEL_ARGS`` of a Megatron functional test's ``model_config.yaml`` as "--key" -> text.
+
+    A line reader for the one block these files hold (``  --key: value  # comment``), not a
+    YAML parser, so no dependency: values stay as written, quotes dropped, YAML's true / false /
+    null written as Python's True / False / None (as the console's arguments block prints
+    them). Missing or unreadable: an empty dict."""
+    try:
+        lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return {}
+    config: dict[str, str] = {}
+    inside = False
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            inside = line.rstrip().rstrip(":").strip() == "MODEL_ARGS"
+            continue
+        match = _KEY.match(line) if inside else None
+        if match:
+            config[match.group(1)] = _yaml_text(match.group(2))
+    return config
+
+
+def _yaml_text(value: str) -> str:
+    """A YAML scalar's text: comment and quotes off; true/false/null as Python writes them."""
+    if value[:1] in ("'", '"') and value.count(value[0]) >= 2:
+        return value[1 : value.index(value[0], 1)]
+    value = re.sub(r"\s+#.*$", "", value).strip()
+    return _YAML_WORDS.get(value.lower(), value)

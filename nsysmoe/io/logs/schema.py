@@ -1,0 +1,88 @@
+"""The canonical per-sample log table and the :class:`TrainingLog` every log reader returns.
+
+One table for every training-log format, so the acceptance measure (``nsysmoe.measure``) reads
+one shape whatever wrote the log. Kept apart from the readers so each reader imports it without
+importing the others.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+LOG_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "iteration": pl.Int64,  # the last iteration the sample covers
+    "iterations": pl.Int64,  # how many iterations the sample covers: 1, or k for a k-interval mean
+    "step_s": pl.Float64,  # seconds per iteration (the sample's mean); null where not logged
+    "tflops": pl.Float64,  # model TFLOP/s per GPU
+    "tokens_per_s": pl.Float64,  # tokens/s per GPU
+    "loss": pl.Float64,  # lm loss
+    "loss_scale": pl.Float64,
+    "grad_norm": pl.Float64,
+    "skipped": pl.Int64,  # skipped iterations within this sample
+    "nan": pl.Int64,  # NaN iterations within this sample
+    "global_batch": pl.Int64,
+    "mem_max_allocated_bytes": pl.Int64,  # where logged per sample (metrics JSON), else null
+}
+
+LogFormat = Literal["megatron", "megatron-json", "torchtitan", "csv", "jsonl"]
+Sampling = Literal["mean", "point"]
+
+
+@dataclass(frozen=True)
+class TrainingLog:
+    """One training log as samples (``table``: :data:`LOG_SCHEMA`, sorted by iteration, one row
+    per sample, only the last run's samples after a restart) and what the log says about them.
+
+    ``sampling`` is "mean" where the samples cover every iteration (each value averages
+    ``iterations`` iterations, ``iterations == log_interval``) and "point" where one iteration
+    is sampled every ``log_interval`` (the metrics JSON's ``step_interval`` > 1 under
+    ``--log-interval 1``). ``config`` maps "--key" to the value as text (booleans and None as
+    Python writes them, as Megatron's arguments block prints them). ``notes``: one sentence per
+    thing skipped or assumed."""
+
+    path: str
+    format: LogFormat
+    table: pl.DataFrame
+    rank: str | None
+    ranks: tuple[str, ...]
+    log_interval: int
+    sampling: Sampling
+    peak_memory_bytes: int | None
+    config: dict[str, str]
+    notes: tuple[str, ...]
+
+
+def to_schema(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame``'s columns cast to :data:`LOG_SCHEMA`, the missing ones null, sorted by
+    iteration; columns outside the schema dropped."""
+    columns = [
+        (pl.col(name).cast(dtype, strict=False) if name in frame.columns
+         else pl.lit(None, dtype=dtype)).alias(name)
+        for name, dtype in LOG_SCHEMA.items()
+    ]  # fmt: skip
+    return frame.select(columns).sort("iteration", maintain_order=True)
+
+
+def common_gap(iterations: list[int] | pl.Series) -> int:
+    """The most common gap between consecutive sample iterations (ties: the smallest); 1 for
+    fewer than two samples. A first sample off the grid (iteration 1, then 5, 10, ...) does
+    not change it."""
+    values = list(iterations)
+    gaps = Counter(b - a for a, b in zip(values, values[1:], strict=False) if b > a)
+    if not gaps:
+        return 1
+    top = max(gaps.values())
+    return min(gap for gap, count in gaps.items() if count == top)
+
+
+def sampling_of(table: pl.DataFrame, log_interval: int) -> Sampling:
+    """The sampling: "point" where the samples leave iterations out (each covers fewer
+    iterations than the gap between samples), else "mean"."""
+    if table.height == 0 or log_interval <= 1:
+        return "mean"
+    covered = table.get_column("iterations").drop_nulls()
+    return "point" if covered.len() and int(covered.max()) < log_interval else "mean"  # type: ignore[arg-type]

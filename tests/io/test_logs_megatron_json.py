@@ -1,0 +1,109 @@
+"""Megatron's per-step metrics JSON: the shared CI pairs read back equal a plain ``json`` parse of
+the same file; the log interval of model_config.yaml decides point samples vs means."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.logs import LOG_SCHEMA, read_log
+from tests.conftest import TRACES
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
+LOGS = TRACES / "logs" / "megatron-ci"
+COLUMNS = {"iteration-time": "step_s", "lm loss": "loss",
+           "mem-max-allocated-bytes": "mem_max_allocated_bytes"}  # fmt: skip
+
+
+def shared_metrics() -> list[Path]:
+    """The shared golden_values.json files; skip when absent, fail under CI=true."""
+    files = sorted(LOGS.glob("*/*/golden_values.json"))
+    if files:
+        return files
+    reason = f"shared training logs not found at {LOGS} (set NSYSMOE_SHARED to the shared/ folder)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason + "; under CI=true they must be present")
+    pytest.skip(reason)
+
+
+def test_shared_pairs_equal_plain_json() -> None:
+    files = shared_metrics()
+    assert len(files) == 6
+    for path in files:
+        raw = json.loads(path.read_text())
+        log = read_log(path)
+        assert log.format == "megatron-json" and log.table.schema == LOG_SCHEMA
+        steps = sorted({int(k) for metric in raw.values() for k in metric["values"]}
+                       & {int(k) for key in COLUMNS for k in raw[key]["values"]})  # fmt: skip
+        assert log.table.get_column("iteration").to_list() == steps
+        for key, column in COLUMNS.items():
+            got = {
+                i: v for i, v in log.table.select("iteration", column).iter_rows() if v is not None
+            }
+            want = {int(k): (int(v) if column.startswith("mem") else v)
+                    for k, v in raw[key]["values"].items()}  # fmt: skip
+            assert got == want, (path, key)
+        assert log.peak_memory_bytes == int(max(raw["mem-max-allocated-bytes"]["values"].values()))
+        assert log.config["--log-interval"] == "1"
+        assert log.table.get_column("iterations").to_list() == [1] * len(steps)
+        # the first timed step (initialisation, seconds) is kept: warm-up is the measure's job
+        first = min(raw["iteration-time"]["values"], key=int)
+        assert log.table.filter(iteration=int(first))["step_s"].item() > 4
+
+
+def test_step_interval_five_under_log_interval_one_is_a_point_sample() -> None:
+    shared_metrics()
+    off = read_log(LOGS / "a2a-overlap-ep4" / "off" / "golden_values.json")
+    on = read_log(LOGS / "a2a-overlap-ep4" / "on" / "golden_values.json")
+    assert (off.log_interval, off.sampling) == (5, "point")
+    assert off.table.get_column("iteration").to_list() == [1, 5, *range(10, 51, 5)]
+    assert (on.log_interval, on.sampling) == (1, "mean")
+    assert "--moe-token-dispatcher-type" not in off.config
+    assert on.config["--overlap-moe-expert-parallel-comm"] == "True"
+    assert "--overlap-moe-expert-parallel-comm" not in off.config
+    assert on.config["--moe-token-dispatcher-type"] == "alltoall"
+
+
+def test_log_interval_ten_values_are_means_and_list_values_are_read() -> None:
+    log = read_log(DATA / "megatron-json-interval10" / "golden_values.json")
+    table = log.table
+    assert table.get_column("iteration").to_list() == [10, 20, 30, 40, 50]
+    assert table.get_column("iterations").to_list() == [10] * 5
+    assert (log.log_interval, log.sampling) == (10, "mean")
+    assert table.get_column("step_s").to_list() == [2.5, 0.51, 0.5, 0.49, 0.52]
+    assert table.get_column("tflops").to_list() == [None, 240.5, 244.0, 246.25, 238.0]
+    loss = table.get_column("loss").to_list()
+    assert loss[:2] == [10.5, 10.1] and loss[2] != loss[2] and loss[3:] == [9.5, 9.2]  # "nan"
+    assert log.peak_memory_bytes == 3500
+    assert log.config == {"--num-layers": "12", "--log-interval": "10", "--bf16": "True",
+                          "--load": "None", "--moe-token-dispatcher-type": "alltoall",
+                          "--min-lr": "1.0e-5"}  # fmt: skip
+    assert log.notes == ()
+
+
+def test_without_model_config_each_value_is_one_iteration(tmp_path: Path) -> None:
+    path = tmp_path / "golden_values_dev.json"
+    path.write_bytes((DATA / "megatron-json-interval10" / "golden_values.json").read_bytes())
+    log = read_log(path)
+    assert log.table.get_column("iterations").to_list() == [1] * 5
+    assert (log.log_interval, log.sampling) == (10, "point")
+    assert log.config == {} and "model_config.yaml" in log.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [('{"lm loss": {"start_step": 1, "step_interval": 1, "values": {"1": 3', "not valid JSON"),
+     ('{"num-zeros": {"start_step": 1, "step_interval": 1, "values": {"1": 3}}}',
+      "no training iterations found")],
+)  # fmt: skip
+def test_bad_metrics_json_is_one_line(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "golden_values.json"
+    path.write_text(text)
+    with pytest.raises(NsysmoeError) as err:
+        read_log(path)
+    assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
+    assert "\n" not in str(err.value)
