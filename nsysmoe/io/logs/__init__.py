@@ -7,17 +7,28 @@ line (:class:`nsysmoe.errors.NsysmoeError`). Files are opened read-only and neve
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
+import polars as pl
+
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.logs.console import ANSI, chunks
+from nsysmoe.io.logs.megatron import HEADER as MEGATRON_HEADER
+from nsysmoe.io.logs.megatron import read_megatron
 from nsysmoe.io.logs.megatron_json import NO_ITERATIONS, looks_like_metrics_json, read_megatron_json
 from nsysmoe.io.logs.schema import LOG_SCHEMA, LogFormat, Sampling, TrainingLog
+from nsysmoe.io.logs.table import looks_like_csv, looks_like_jsonl, read_table
+from nsysmoe.io.logs.torchtitan import HEADER as TORCHTITAN_HEADER
+from nsysmoe.io.logs.torchtitan import read_torchtitan
 
 __all__ = ["LOG_SCHEMA", "LogFormat", "Sampling", "TrainingLog", "read_log"]
 
 #: how much of a file the sniffing reads
 HEAD_BYTES = 64 * 1024
+#: any console format's record, for the streamed sniff
+SNIFF = f"{MEGATRON_HEADER}|{TORCHTITAN_HEADER}|step:"
 _NOT_A_FILE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
 
@@ -32,7 +43,37 @@ def read_log(path: str | os.PathLike[str]) -> TrainingLog:
     text = head.decode("utf-8", errors="replace")
     if looks_like_metrics_json(text):
         return read_megatron_json(file)
+    if looks_like_jsonl(text):
+        return read_table(file, "jsonl")
+    if looks_like_csv(text):
+        return read_table(file, "csv")
+    kind = _console_kind(text) or _console_kind_streamed(file)
+    if kind == "megatron":
+        return read_megatron(file)
+    if kind == "torchtitan":
+        return read_torchtitan(file)
     raise NsysmoeError(f"{file}: {NO_ITERATIONS}")
+
+
+def _console_kind(text: str) -> LogFormat | None:
+    """Which console format's record text holds first (by line position), if any."""
+    plain = re.sub(ANSI, "", text)
+    found = {"megatron": re.search(MEGATRON_HEADER, plain),
+             "torchtitan": re.search(TORCHTITAN_HEADER, plain)}  # fmt: skip
+    hits = {kind: match.start() for kind, match in found.items() if match}
+    return min(hits, key=hits.__getitem__) if hits else None  # type: ignore[return-value]
+
+
+def _console_kind_streamed(path: Path) -> LogFormat | None:
+    """The console format of a log whose first lines hold no record (startup output can run to
+    megabytes): the first chunk that holds one decides. Bounded like the readers."""
+    for chunk in chunks(path):
+        lines = chunk.lines.filter(pl.col("line").str.contains(SNIFF))
+        if lines.height:
+            kind = _console_kind("\n".join(lines.get_column("line").head(1000).to_list()))
+            if kind:
+                return kind
+    return None
 
 
 def _head(path: Path) -> bytes:
