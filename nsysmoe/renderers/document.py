@@ -33,6 +33,14 @@ class Heading:
 
 
 @dataclass(frozen=True)
+class Section:
+    """A numbered part of a longer report (the A/B's evidence bundle): a heading under the
+    report's title, shown in every format."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Caption:
     """The window and rules line under a heading: ``facts`` are (label, value, is_code);
     ``formula`` (how the headline figure is defined) is shown where there is room for it."""
@@ -72,7 +80,7 @@ class Figures:
     paths: tuple[str, ...]
 
 
-Block = Table | Heading | Caption | Lines | Details | Figures
+Block = Table | Heading | Section | Caption | Lines | Details | Figures
 
 
 @dataclass(frozen=True)

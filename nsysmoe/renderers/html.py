@@ -23,6 +23,7 @@ from nsysmoe.renderers.document import (
     Figures,
     Heading,
     Lines,
+    Section,
     Table,
 )
 from nsysmoe.text import visible
@@ -53,6 +54,8 @@ def _block(b: Block) -> str:
     if isinstance(b, Heading):
         code = f" <code>{escape(b.code)}</code>" if b.code else ""
         return f"<h3>{escape(b.text)}{code}</h3>"
+    if isinstance(b, Section):
+        return f"<h4>{escape(b.text)}</h4>"
     if isinstance(b, Caption):
         facts = [f"{escape(label)}: " + (f"<code>{escape(v)}</code>" if code else escape(v))
                  for label, v, code in b.facts]  # fmt: skip

@@ -24,6 +24,7 @@ from nsysmoe.renderers.document import (
     Document,
     Heading,
     Lines,
+    Section,
     Table,
 )
 from nsysmoe.text import visible
@@ -92,6 +93,8 @@ def _block(b: Block) -> str:
         return format_table(b)
     if isinstance(b, Heading):
         return f"### {text(b.text)}" + (f" {code(b.code)}" if b.code else "")
+    if isinstance(b, Section):
+        return f"#### {text(b.text)}"
     if isinstance(b, Caption):
         return _caption(b)
     if isinstance(b, Lines):

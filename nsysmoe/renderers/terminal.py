@@ -35,7 +35,16 @@ from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from nsysmoe.renderers.document import Block, Caption, Details, Document, Heading, Lines, Table
+from nsysmoe.renderers.document import (
+    Block,
+    Caption,
+    Details,
+    Document,
+    Heading,
+    Lines,
+    Section,
+    Table,
+)
 from nsysmoe.text import visible
 
 #: the width when nothing says otherwise (stdout is not a terminal, ``COLUMNS`` unset)
@@ -132,6 +141,8 @@ def _block(b: Block, console: Console, color: bool) -> Iterator[list[RenderableT
     elif isinstance(b, Heading):
         if b.terminal:
             yield [_para(b.terminal)]
+    elif isinstance(b, Section):
+        yield [_para(b.text, "bold")]
     elif isinstance(b, Caption):
         yield [_para(f"{label}: {value}") for label, value, _ in b.facts]
     elif isinstance(b, Lines):
