@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from nsysmoe._version import __version__
+from nsysmoe.acceptance import ACCEPTANCE_SCHEMA, Acceptance, AcceptedComparison
 from nsysmoe.results import (
     Comparison,
     CompatRun,
@@ -23,6 +24,8 @@ SCHEMAS: dict[type, tuple[str, int]] = {
     RanksComparison: ("nsysmoe.run_comparison", 1),
     CompatRun: ("nsysmoe.compat", 1),
     KernelSummary: ("nsysmoe.kernels", 1),
+    Acceptance: ACCEPTANCE_SCHEMA,  # logs alone (``nsysmoe steps``): the acceptance block itself
+    AcceptedComparison: ("nsysmoe.comparison", 1),  # the A/B with its ``acceptance`` block added
 }
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import singledispatch
 
+from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.renderers.document import Details, Document, Lines, ReportOptions
 from nsysmoe.renderers.names import side_labels
-from nsysmoe.renderers.report import comparison, compat, kernels, ranks, trace
+from nsysmoe.renderers.report import acceptance, comparison, compat, kernels, ranks, trace
 from nsysmoe.results import (
     Comparison,
     CompatRun,
@@ -20,7 +21,7 @@ from nsysmoe.results import (
 
 
 def document(result: object, options: ReportOptions | None = None) -> Document:
-    """The report of ``result`` (a TraceAnalysis, Comparison, RanksAnalysis, …) as blocks,
+    """The report of ``result`` (a TraceAnalysis, Comparison, Acceptance, …) as blocks,
     showing as much as ``options`` says."""
     return _document(result, options or ReportOptions())
 
@@ -59,3 +60,6 @@ _document.register(RanksAnalysis, lambda r, options: ranks.document(r))
 _document.register(RanksComparison, _runs_comparison)
 _document.register(CompatRun, lambda r, options: compat.document(r))
 _document.register(KernelSummary, kernels.document)
+_document.register(Acceptance, lambda r, options: acceptance.document(r))
+_document.register(AcceptedComparison,
+                   lambda r, options: acceptance.bundle(r, _comparison(r.comparison, options)))

@@ -1,0 +1,319 @@
+"""The acceptance report: what the unprofiled training logs say, verdict first.
+
+``nsysmoe steps LOG...`` (:func:`document`): the verdict (one log: its median step with the
+mean's CI and grade; an A/B or a ladder: the last rung's accepted change), the per-side table,
+each change's sentence, health, then where the numbers came from. An A/B of traces with its
+logs (:func:`bundle`) is the seeds' evidence bundle in their order: the accepted verdict, the
+change, proof it ran, the unprofiled step time and TFLOPS, health, the matched profile.
+Every label, path, argument and note is plain text here; each format escapes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nsysmoe.acceptance import (
+    ACCEPT_MIN_RUN,
+    SCREEN_MIN_STEPS,
+    Acceptance,
+    AcceptanceSide,
+    AcceptedComparison,
+    Change,
+)
+from nsysmoe.model import iterations_phrase
+from nsysmoe.renderers.cells import pct, shorten, versus
+from nsysmoe.renderers.document import Block, Document, Heading, Lines, Section, Table
+from nsysmoe.renderers.report.comparison import ROLE_TEXT
+from nsysmoe.renderers.report.headline import display_path
+from nsysmoe.results import Comparison
+
+#: the widest line a report writes (terminal, Markdown heading): under 100 columns
+WIDTH = 99
+#: bytes per GiB: peak memory is shown in GiB (JSON keeps the bytes)
+GIB = 2**30
+#: the evidence bundle's sections, in the seeds' order
+SECTIONS = ("1 The change", "2 Proof it ran", "3 Unprofiled step time and TFLOPS", "4 Health",
+            "5 Matched profile evidence")  # fmt: skip
+
+
+def seconds_ms(s: float | None) -> str:
+    """Seconds as milliseconds with µs precision, as every nsysmoe step time."""
+    return "–" if s is None else f"{s * 1e3:,.3f}"
+
+
+def number(v: float | None, unit: str = "") -> str:
+    return "–" if v is None else f"{v:,.3f}{unit}"
+
+
+def signed(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.1f} %"
+
+
+def gib(b: int | None) -> str:
+    return "–" if b is None else f"{b / GIB:,.3f} GiB"
+
+
+def _ci_ms(ci: tuple[float, float] | None) -> str:
+    return "–" if ci is None else f"{seconds_ms(ci[0])} … {seconds_ms(ci[1])}"
+
+
+def _fit(label: str, rest: str) -> str:
+    """``label: rest`` within :data:`WIDTH` columns, the label cut first."""
+    room = max(8, WIDTH - len(rest) - 2)
+    return f"{shorten(label, room)}: {rest}"
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+#: how the headline opens for each verdict, and what follows the window
+_OPENING = {"accepted improvement": ("Accepted", "improvement"),
+            "accepted regression": ("Accepted", "regression"),
+            "screened improvement": ("Screened, not accepted", "improvement"),
+            "screened regression": ("Screened, not accepted", "regression")}  # fmt: skip
+
+
+def windows_phrase(sides: tuple[AcceptanceSide, ...]) -> str:
+    """The sides' windows in a few words: "iterations 3–60, 58 steps" when they agree, else
+    each side's, in order, parted by " / "."""
+    ws = [s.window for s in sides]
+    spans = list(dict.fromkeys(iterations_phrase(w.first, w.last) for w in ws))
+    steps = list(dict.fromkeys(f"{w.steps:,}" for w in ws))
+    span = spans[0] if len(spans) == 1 else " / ".join(
+        iterations_phrase(w.first, w.last).removeprefix("iterations ") for w in ws)
+    span = span if len(spans) == 1 else f"iterations {span}"
+    return f"{span}, {' / '.join(steps) if len(steps) > 1 else steps[0]} steps"
+
+
+def change_verdict(acc: Acceptance, c: Change) -> str:
+    """A change as the first line says it: "Accepted (unprofiled, iterations 3–60, 58 steps):
+    improvement -6.2 % step time"; a screen or no change says it is not accepted. A ladder's
+    line names its rung."""
+    window = windows_phrase((acc.sides[c.base], acc.sides[c.to]))
+    rung = "" if len(acc.sides) < 3 else (
+        f", {acc.sides[c.base].label} → {acc.sides[c.to].label}")  # fmt: skip
+    if c.verdict in _OPENING and c.median_step_pct is not None:
+        opening, what = _OPENING[c.verdict]
+        return (f"{opening} (unprofiled, {window}): {what} {c.median_step_pct:+.1f} % step "
+                f"time{rung}")  # fmt: skip
+    why = f" (a window needs {SCREEN_MIN_STEPS} steps)" if c.verdict == "too few steps" else ""
+    return f"Not accepted (unprofiled, {window}): {c.sentence}{why}{rung}"
+
+
+def side_verdict(s: AcceptanceSide) -> str:
+    """One log's first line: its median step with the mean's 95 % CI, and its grade."""
+    if s.median_step_s is None and s.median_tokens_per_s is not None:
+        rest = (f"median {number(s.median_tokens_per_s)} tokens/s/GPU (no step time logged); "
+                f"{s.window.grade}")  # fmt: skip
+    else:
+        ci = s.ci95_mean_step_s
+        spread = "" if ci is None else f", 95 % CI {_ci_ms(ci)}"
+        rest = (f"median step {seconds_ms(s.median_step_s)} ms (mean "
+                f"{seconds_ms(s.mean_step_s)}{spread} ms); {s.window.grade}")  # fmt: skip
+    return _fit(s.label, rest)
+
+
+def change_line(acc: Acceptance, c: Change, against: str = "") -> str:
+    """One change: which sides, its sentence, the TFLOP/s change."""
+    names = versus(acc.sides[c.base].label, acc.sides[c.to].label)
+    tflops = "" if c.median_tflops_pct is None else (
+        f"; TFLOP/s/GPU {c.median_tflops_pct:+.1f} %")  # fmt: skip
+    return f"{names}{against}: {c.sentence}{tflops}"
+
+
+def change_lines(acc: Acceptance) -> tuple[str, ...]:
+    """Each rung against the one before, then (a ladder) against the base."""
+    out = [change_line(acc, c) for c in acc.changes]
+    out += [change_line(acc, c, " (against the base)") for c in acc.vs_base if c.base != c.to - 1]
+    return tuple(out)
+
+
+# --- the sides -----------------------------------------------------------------------------------
+
+
+def side_table(acc: Acceptance) -> Table:
+    """One row per side: its window (iterations, steps and samples), median and mean step with
+    the mean's 95 % CI, median TFLOP/s per GPU, grade."""
+    rows = tuple(
+        (s.label, iterations_phrase(s.window.first, s.window.last).removeprefix("iterations "),
+         f"{s.window.steps:,} ({s.window.samples:,})", seconds_ms(s.median_step_s),
+         seconds_ms(s.mean_step_s), _ci_ms(s.ci95_mean_step_s), number(s.median_tflops),
+         s.window.grade)
+        for s in acc.sides
+    )  # fmt: skip
+    header = ("log", "iterations", "steps (samples)", "median step (ms)", "mean (ms)",
+              "95 % CI of the mean (ms)", "median TFLOP/s per GPU", "grade")  # fmt: skip
+    title = (f"Unprofiled steady windows (bootstrap CI: {acc.resamples:,} resamples, seed "
+             f"{acc.seed})")  # fmt: skip
+    return Table(title, header, rows, (False, False, True, True, True, True, True, False))
+
+
+def grade_line() -> str:
+    """The seeds' rule, said once under the table."""
+    return (f"grade: acceptance = a run of at least {ACCEPT_MIN_RUN} iterations; screening = a "
+            f"shorter run (accepts nothing); too few = under {SCREEN_MIN_STEPS} steps")
+
+
+def throughput_lines(acc: Acceptance) -> tuple[str, ...]:
+    """Sides measured by time per token (only throughput logged) say so, with the figure."""
+    return tuple(
+        f"{s.label}: no step time logged; changes are of time per token (1 / tokens per second), "
+        f"median {number(s.median_tokens_per_s)} tokens/s/GPU"
+        for s in acc.sides if s.metric == "time per token"
+    )  # fmt: skip
+
+
+def health_lines(acc: Acceptance) -> tuple[str, ...]:
+    """Per side: loss finite, skipped and NaN iterations, peak memory; per declared-equivalent
+    change: the largest per-iteration loss difference against the tolerance."""
+    out = []
+    for s in acc.sides:
+        loss = {None: "no loss logged in the window", True: "loss finite over the window",
+                False: "loss NOT finite (NaN or inf) in the window"}[s.loss_finite]  # fmt: skip
+        skipped = "–" if s.skipped_iterations is None else f"{s.skipped_iterations:,}"
+        nan = "–" if s.nan_iterations is None else f"{s.nan_iterations:,}"
+        out.append(f"{s.label}: {loss}; skipped {skipped}, NaN {nan} iterations; peak "
+                   f"allocated {gib(s.peak_memory_bytes)}")
+    if acc.equivalent:
+        for c in acc.changes + tuple(c for c in acc.vs_base if c.base != c.to - 1):
+            names = versus(acc.sides[c.base].label, acc.sides[c.to].label)
+            if c.max_loss_diff is None:
+                out.append(f"{names}: losses not compared (no common finite loss, or "
+                           "benchmark-only)")  # fmt: skip
+                continue
+            line = (f"{names}: largest loss difference per iteration {c.max_loss_diff:.6g} "
+                    f"(tolerance {acc.loss_tolerance * 100:g} % of the base's loss)")
+            out.append(f"WARNING: {line}: above the tolerance" if c.loss_flagged else line)
+    return tuple(out)
+
+
+def shown_paths(paths: list[str]) -> list[str]:
+    """The logs' paths as a report shows them (:func:`display_path`), with as many parent
+    folders as it takes to tell apart logs of one file name (``off/golden_values.json``)."""
+    shown = [display_path(p) for p in paths]
+    depth = 1
+    while len(set(shown)) < len(set(paths)) and depth < max(len(Path(p).parts) for p in paths):
+        depth += 1
+        shown = [d if d != Path(p).name else str(Path(*Path(p).parts[-depth:]))
+                 for d, p in zip(shown, paths, strict=True)]  # fmt: skip
+    return shown
+
+
+def source_lines(acc: Acceptance) -> tuple[str, ...]:
+    """Where each side's numbers came from: the log, whose lines, the window, the notes."""
+    out = []
+    for s, path in zip(acc.sides, shown_paths([s.path for s in acc.sides]), strict=True):
+        rank = "" if s.rank is None else f", rank {s.rank}'s lines"
+        out.append(f"{s.label}: {path} ({s.format}{rank}); {s.window.description}")
+        out += [f"{s.label}: {n}" for n in s.notes]
+    return tuple(out)
+
+
+def config_table(acc: Acceptance) -> Table | None:
+    """The training arguments whose values differ between the logs (missing on a side: –)."""
+    if len(acc.sides) < 2:
+        return None
+    configs = [dict(s.config) for s in acc.sides]
+    keys = sorted({k for c in configs for k in c})
+    rows = tuple((k, *(shorten(c.get(k, "–"), 40) for c in configs)) for k in keys
+                 if len({c.get(k) for c in configs}) > 1)  # fmt: skip
+    if not rows and not any(configs):
+        return None
+    header = ("training argument", *(s.label for s in acc.sides))
+    return Table("Training arguments that differ between the logs", header, rows,
+                 (False,) * len(header))  # fmt: skip
+
+
+def document(acc: Acceptance) -> Document:
+    """``nsysmoe steps``: the verdict first, the table, the changes, health, the sources."""
+    head = change_verdict(acc, acc.headline) if acc.headline else side_verdict(acc.sides[0])
+    blocks: list[Block] = [Heading(head, terminal=head)]
+    if acc.headline and len(acc.sides) > 2:
+        blocks.append(Lines((change_line(acc, acc.vs_base[-1], " (against the base)"),)))
+    blocks += _measured(acc)
+    if (config := config_table(acc)) is not None:
+        blocks.append(config)
+    return Document(tuple(blocks))
+
+
+def _measured(acc: Acceptance) -> list[Block]:
+    blocks: list[Block] = [side_table(acc), Lines((grade_line(),), style="notes")]
+    if changes := change_lines(acc):
+        blocks.append(Lines(changes))
+    if more := throughput_lines(acc):
+        blocks.append(Lines(more, style="notes"))
+    return blocks + _health(acc)
+
+
+def _health(acc: Acceptance) -> list[Block]:
+    return [Lines(health_lines(acc)), Lines(source_lines(acc), style="notes")]
+
+
+# --- the evidence bundle -------------------------------------------------------------------------
+
+
+def bundle_head(ac: AcceptedComparison) -> list[Block]:
+    """The accepted verdict, its CI and what the profile explains, the profiling overhead."""
+    acc, link = ac.acceptance, ac.link
+    change = acc.headline
+    head = change_verdict(acc, change) if change else side_verdict(acc.sides[0])
+    lines = [change_line(acc, change)] if change else []
+    lines.append(link.sentence)
+    off, on = (signed(p) for p in link.overhead_pct)
+    names = [s.label for s in acc.sides] + ["on"] * (2 - len(acc.sides))
+    lines.append(f"profiling overhead (profiled steady step over the unprofiled median): "
+                 f"{names[0]} {off}, {names[1]} {on}")
+    if link.overhead_warning:
+        warning = link.overhead_warning
+        lines.append(warning if warning.startswith("WARNING") else f"WARNING: {warning}")
+    return [Heading(head, terminal=head), Lines(tuple(lines))]
+
+
+def change_blocks(ac: AcceptedComparison) -> list[Block]:
+    """1: the labels, the variable under test, the contract's differences, the logs' config."""
+    c = ac.comparison
+    logs = shown_paths([s.path for s in ac.acceptance.sides])
+    out = [f"{s.label}: log {log}; profile {display_path(side.analysis.path)}"
+           + ("" if side.name == s.label else f" (its A/B side {side.name})")
+           for s, log, side in zip(ac.acceptance.sides, logs, (c.off, c.on), strict=False)]
+    out += [f"variable under test: {v.key} ({v.kind}, {'declared' if v.declared else 'inferred'}"
+            f"): {v.off if v.off is not None else '–'} → {v.on if v.on is not None else '–'}"
+            for v in c.contract.variables]  # fmt: skip
+    if not c.contract.variables and c.contract.note:
+        out.append(c.contract.note)
+    blocks: list[Block] = [Lines(tuple(out), style="notes")]
+    differ = tuple((ch.name, shorten(ch.off, 40), shorten(ch.on, 40), ROLE_TEXT[ch.role])
+                   for ch in c.contract.checks if ch.role != "same")  # fmt: skip
+    blocks.append(Table("Profiles: what differs between the sides (the measurement contract)",
+                        ("check", c.off.name, c.on.name, ""), differ, (False,) * 4))
+    if (config := config_table(ac.acceptance)) is not None:
+        blocks.append(config)
+    return blocks
+
+
+def proof_table(c: Comparison) -> Table:
+    """2: per side, from its profile: the dispatcher, CUDA graphs replayed, communication
+    hidden by compute (the overlap's evidence)."""
+    rows = []
+    for side in (c.off, c.on):
+        g = side.analysis.graphs
+        graphs = "none traced" if not g.present else f"{g.replays:,} replays ({g.traced})"
+        rows.append((side.name, side.dispatcher, graphs, pct(side.analysis.totals.hidden_pct)))
+    return Table("Proof it ran (from each side's profile)",
+                 ("side", "dispatcher", "CUDA graphs", "communication hidden"), tuple(rows),
+                 (False, False, False, True))  # fmt: skip
+
+
+def bundle(ac: AcceptedComparison, profile: Document) -> Document:
+    """The evidence bundle: the accepted verdict, then the five sections in the seeds' order,
+    the last being ``profile`` (the A/B's own report, unchanged)."""
+    acc = ac.acceptance
+    blocks: list[Block] = [*bundle_head(ac), Section(SECTIONS[0]), *change_blocks(ac),
+                           Section(SECTIONS[1]), proof_table(ac.comparison),
+                           Section(SECTIONS[2]), side_table(acc),
+                           Lines((grade_line(),), style="notes")]  # fmt: skip
+    if changes := change_lines(acc):
+        blocks.append(Lines(changes))
+    if more := throughput_lines(acc):
+        blocks.append(Lines(more, style="notes"))
+    blocks += [Section(SECTIONS[3]), *_health(acc), Section(SECTIONS[4])]
+    return Document(tuple(blocks)) + profile
