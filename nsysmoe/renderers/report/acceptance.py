@@ -74,14 +74,15 @@ _OPENING = {"accepted improvement": ("Accepted", "improvement"),
 
 def windows_phrase(sides: tuple[AcceptanceSide, ...]) -> str:
     """The sides' windows in a few words: "iterations 3–60, 58 steps" when they agree, else
-    each side's, in order, parted by " / "."""
-    ws = [s.window for s in sides]
-    spans = list(dict.fromkeys(iterations_phrase(w.first, w.last) for w in ws))
-    steps = list(dict.fromkeys(f"{w.steps:,}" for w in ws))
-    span = spans[0] if len(spans) == 1 else " / ".join(
-        iterations_phrase(w.first, w.last).removeprefix("iterations ") for w in ws)
-    span = span if len(spans) == 1 else f"iterations {span}"
-    return f"{span}, {' / '.join(steps) if len(steps) > 1 else steps[0]} steps"
+    each side's, in order, parted by " / " ("iterations 10–50 / 5–50, 9 / 46 steps")."""
+    spans = [iterations_phrase(s.window.first, s.window.last) for s in sides]
+    steps = [f"{s.window.steps:,}" for s in sides]
+    if len(set(spans)) > 1 and all(x.startswith("iterations ") for x in spans):
+        spans = ["iterations " + " / ".join(x.removeprefix("iterations ") for x in spans)]
+    def said(xs: list[str]) -> str:
+        return xs[0] if len(set(xs)) == 1 else " / ".join(xs)
+
+    return f"{said(spans)}, {said(steps)} steps"
 
 
 def change_verdict(acc: Acceptance, c: Change) -> str:
