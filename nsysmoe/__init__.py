@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from nsysmoe._version import __version__
 
-_API = ("analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
-        "figure_svgs", "figures", "kernel_summary", "load", "plot", "render")  # fmt: skip
+_API = ("accept", "analyze", "analyze_many", "compare", "compare_many", "compat",
+        "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "read_log",
+        "render")  # fmt: skip
 _MODEL = ("STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window")
 
 if TYPE_CHECKING:
     from nsysmoe.api import (
+        accept,
         analyze,
         analyze_many,
         compare,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
         kernel_summary,
         load,
         plot,
+        read_log,
         render,
     )
     from nsysmoe.model import STEADY, WHOLE, Iterations, Scope, Whole, Window
@@ -51,7 +54,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [  # the API first, then the model types
-    "__version__", "analyze", "analyze_many", "compare", "compare_many", "compat",
-    "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "render",
+    "__version__", "accept", "analyze", "analyze_many", "compare", "compare_many", "compat",
+    "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "read_log",
+    "render",
     "STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window",
 ]  # fmt: skip

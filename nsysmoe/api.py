@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
@@ -21,10 +21,15 @@ from typing import TYPE_CHECKING, TypeVar
 import polars as pl
 
 from nsysmoe import ab, pipeline, result_cache
+from nsysmoe.ab.evidence import with_acceptance
 from nsysmoe.ab.ranks import compare_runs
+from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import cache, load_trace
+from nsysmoe.io import logs as logs_io
+from nsysmoe.io.logs import TrainingLog
+from nsysmoe.measure import acceptance as measure_acceptance
 from nsysmoe.measure import lanes
 from nsysmoe.measure.kernels import kernel_table
 from nsysmoe.measure.steps import detect_steps
@@ -64,8 +69,11 @@ EXAMPLES = {
         "moe-hybridep-overlap-off.pt.trace.json.gz",
         "moe-hybridep-overlap-on.pt.trace.json.gz",
     ),
+    # the unprofiled runs' training logs (synthetic: tests/fixtures/example_logs.py)
+    "logs": ("moe-hybridep-overlap-off.log", "moe-hybridep-overlap-on.log"),
 }
 TraceLike = str | Path | Trace
+LogLike = str | Path | TrainingLog
 R = TypeVar("R")
 
 
@@ -139,11 +147,24 @@ def compare(
     vary: tuple[str, ...] = (),
     labels: tuple[str, str] | None = None,
     detached: bool = False,
-) -> Comparison:
+    logs: tuple[LogLike, LogLike] | None = None,
+    log_window: tuple[int, int] | None = None,
+    equivalent: bool = False,
+) -> Comparison | AcceptedComparison:
     """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`); with
     ``scope.rank``, of that rank's GPUs on each side. ``vary``: the variable under test
     (``--vary`` names); ``labels``: names of the sides (default: from the variable);
-    ``detached`` (and ``cache_dir``): as in :func:`analyze`, the comparison keyed on both sides."""
+    ``detached`` (and ``cache_dir``): as in :func:`analyze`, the comparison keyed on both sides.
+    ``logs`` (the unprofiled training logs of off, then on): the A/B with its acceptance
+    (:class:`~nsysmoe.acceptance.AcceptedComparison`, measured by :func:`accept` with
+    ``log_window`` and ``equivalent``, the sides named as the comparison names them)."""
+    if logs is not None:
+        c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary,
+                    labels=labels, detached=detached)  # fmt: skip
+        assert isinstance(c, Comparison)
+        acc = accept(list(logs), labels=(c.off.name, c.on.name), window=log_window,
+                     equivalent=equivalent)  # fmt: skip
+        return with_acceptance(c, acc)
 
     def compute() -> Comparison:
         c = _compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary,
@@ -155,6 +176,50 @@ def compare(
     name = result_cache.key("compare", [off, on], _rules_key(rules), repr(scope), tuple(vary),
                             labels)  # fmt: skip
     return _through(Path(cache_dir), name, compute)
+
+
+def read_log(path: str | Path) -> TrainingLog:
+    """A training log (Megatron-LM / Megatron-Bridge console output, a Megatron metrics JSON,
+    torchtitan step lines, or a CSV/JSONL of ``step, step_time_s``) as one row per logged sample
+    (``.table``, :data:`~nsysmoe.io.logs.LOG_SCHEMA`), with what the reader skipped, counted."""
+    return logs_io.read_log(path)
+
+
+def accept(
+    logs: Sequence[LogLike],
+    *,
+    labels: Sequence[str] | None = None,
+    window: tuple[int, int] | None = None,
+    equivalent: bool = False,
+    loss_tolerance: float | None = None,
+) -> Acceptance:
+    """The unprofiled acceptance of one log (its summary), two (an A/B: off, then on) or more
+    (a ladder: each rung against the one before and against the base): each log's steady
+    window (``window``: iterations declared, first and last; default: warm-up detected as for
+    traces), medians with bootstrap CIs, health, and the changes with their verdicts
+    (:mod:`nsysmoe.measure.acceptance`). ``equivalent``: the change is declared
+    training-equivalent, so losses are compared (within ``loss_tolerance``, relative).
+    ``labels``: the sides' names (default: the file names, made distinct)."""
+    read = [log if isinstance(log, TrainingLog) else read_log(log) for log in logs]
+    if not read:
+        raise NsysmoeError("no training log given; pass one log, two (off, on) or more")
+    names = list(labels) if labels is not None else log_labels([r.path for r in read])
+    if len(names) != len(read):
+        raise NsysmoeError(f"{len(names)} labels for {len(read)} logs; give one label a log")
+    tolerance = {} if loss_tolerance is None else {"loss_tolerance": loss_tolerance}
+    return measure_acceptance.accept(read, names, window=window, equivalent=equivalent,
+                                     **tolerance)  # fmt: skip
+
+
+def log_labels(paths: Sequence[str]) -> list[str]:
+    """Names for logs: the file names, with as many parent folders as makes them distinct
+    (``off/golden_values.json``, ``on/golden_values.json``)."""
+    parts = [Path(p).parts for p in paths]
+    for depth in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [f"{i + 1}: {name}" for i, name in enumerate(names)]
 
 
 def _compare(
@@ -257,7 +322,8 @@ def kernel_summary(
 
 def example_paths(kind: str = "nsys") -> list[Path]:
     """The shipped example traces: HybridEP MoE steps with EP overlap off, then on — as nsys
-    SQLite exports (``kind="nsys"``) or the same run as PyTorch profiler JSON (``"kineto"``)."""
+    SQLite exports (``kind="nsys"``) or the same run as PyTorch profiler JSON (``"kineto"``);
+    ``"logs"``: the unprofiled runs' training logs (synthetic, Megatron-LM's console format)."""
     base = resources.files("nsysmoe") / "examples"
     return [Path(str(base / name)) for name in EXAMPLES[kind]]
 
@@ -281,6 +347,8 @@ def figure_jobs(result: object) -> list[FigureJob]:
     An A/B of many-rank runs (:class:`~nsysmoe.results.RanksComparison`) has no figures yet.
     """
     jobs: list[FigureJob] = []
+    if isinstance(result, AcceptedComparison):  # the logs draw nothing yet: the profile's
+        return figure_jobs(result.comparison)
     if isinstance(result, TraceAnalysis):
         jobs += _timeline_jobs([(result, "")])
         jobs += _run_jobs(result, "", "")

@@ -7,15 +7,18 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from nsysmoe import cli_types as ct
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.options import FORMATS, Options, served, write
+from nsysmoe.options import FORMATS, Options, StepsOptions, served, write
 from nsysmoe.text import one_line
+
+if TYPE_CHECKING:  # the request layer imports polars: not for `nsysmoe --help`
+    from nsysmoe.request import Outcome
 
 rules_option = click.option(
     "--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -64,6 +67,10 @@ def cli() -> None:
 @click.option("--rank", type=click.IntRange(min=0), metavar="R", help=ct.RANK_HELP)
 @click.option("--compat", type=click.Choice(["hta"]), help="Also compute another tool's figure "
               "with its conventions (hta: HolisticTraceAnalysis).")  # fmt: skip
+@click.option("--logs", nargs=2, metavar="OFF_LOG ON_LOG",
+              help="A/B: the unprofiled training logs of the two sides: accept on them.")
+@click.option("--log-window", type=ct.LOG_WINDOW, help=ct.LOG_WINDOW_HELP)
+@click.option("--equivalent", is_flag=True, help=ct.EQUIVALENT_HELP)
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write figures (PNG and SVG) to this folder; the Markdown report links them.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -86,10 +93,39 @@ def analyze(**options: Any) -> None:
         return
     from nsysmoe.request import execute
 
-    outcome = execute(opts, _progress, key)
+    _finish(execute(opts, _progress, key), opts.output, color)
+
+
+@cli.command()
+@click.argument("logs", nargs=-1, required=True)
+@click.option("--labels", type=ct.LABEL_LIST, help="Names of the logs' sides [file names].")
+@click.option("--log-window", type=ct.LOG_WINDOW, help=ct.LOG_WINDOW_HELP)
+@click.option("--equivalent", is_flag=True, help=ct.EQUIVALENT_HELP)
+@click.option("--loss-tolerance", type=click.FloatRange(min=0, min_open=True),
+              help="With --equivalent: the largest relative loss difference [0.01].")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to this file instead of stdout.")  # fmt: skip
+def steps(**options: Any) -> None:
+    """Accept a change on unprofiled training logs: steady step time and TFLOP/s with 95 % CIs,
+    loss, skipped/NaN iterations and peak memory.
+
+    One LOG: its summary. Two (OFF ON): an A/B with its verdict. More: a ladder of changes, each
+    against the one before and the first. LOGS are Megatron-LM / Megatron-Bridge console logs,
+    Megatron metrics JSON, torchtitan logs, or CSV/JSONL with step and step_time_s.
+    """
+    from nsysmoe.request import steps_outcome
+
+    opts = StepsOptions(**options)
+    _finish(steps_outcome(opts), opts.output, True if opts.fmt == "terminal" else None)
+
+
+def _finish(outcome: Outcome, output: Path | None, color: bool | None) -> None:
+    """Notes, the report, notes, then the exit code: a --strict error 2, --fail-if 1."""
     for line in outcome.before:
         click.echo(f"nsysmoe: {one_line(line)}", err=True)
-    _emit(outcome.text, opts.output, color=color)
+    _emit(outcome.text, output, color=color)
     for line in outcome.after:
         click.echo(f"nsysmoe: {one_line(line)}", err=True)
     if outcome.error:
@@ -119,11 +155,13 @@ def kernels(trace: str, top: int, klass: str | None, fmt: str, wide: bool,
 
 @cli.command()
 @click.option("--kineto", is_flag=True, help="The same run as PyTorch profiler JSON.")
-def examples(kineto: bool) -> None:
+@click.option("--logs", is_flag=True, help="The unprofiled runs' training logs (synthetic).")
+def examples(kineto: bool, logs: bool) -> None:
     """Print the paths of the example traces shipped with nsysmoe (overlap off, then on)."""
     from nsysmoe.api import example_paths
 
-    click.echo("\n".join(str(p) for p in example_paths("kineto" if kineto else "nsys")))
+    kind = "logs" if logs else "kineto" if kineto else "nsys"
+    click.echo("\n".join(str(p) for p in example_paths(kind)))
 
 
 def _emit(text: str, output: Path | None, color: bool | None = None) -> None:

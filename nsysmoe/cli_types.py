@@ -126,6 +126,53 @@ class LabelsType(click.ParamType):
 
 LABELS = LabelsType()
 
+
+class LabelListType(click.ParamType):
+    """``A,B,C``: one different, non-empty name per training log (``nsysmoe steps``)."""
+
+    name = "A,B,…"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, ...]:  # fmt: skip
+        if isinstance(value, tuple):
+            return value
+        parts = tuple(p.strip() for p in str(value).split(","))
+        if not all(parts):
+            raise click.BadParameter(f"{value!r}: give one name a log separated by commas, "
+                                     "e.g. 'base,+overlap,+tuning'")  # fmt: skip
+        if len(set(parts)) != len(parts):
+            raise click.BadParameter(f"{value!r}: the names must differ")
+        return parts
+
+
+LABEL_LIST = LabelListType()
+
+
+class LogWindowType(click.ParamType):
+    """``FIRST-LAST``: the iterations of a training log to measure (inclusive)."""
+
+    name = "FIRST-LAST"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[int, int]:  # fmt: skip
+        if isinstance(value, tuple):
+            return value  # type: ignore[return-value]
+        m = _ITERS.match(str(value))
+        if not m:
+            raise click.BadParameter(f"{str(value)[:30]!r}: give iterations FIRST-LAST, e.g. "
+                                     "41-50")  # fmt: skip
+        first, last = _iteration(m.group(1)), _iteration(m.group(2))
+        if last < first:
+            raise click.BadParameter(f"empty iteration range {value!r}: LAST must be ≥ FIRST")
+        return first, last
+
+
+LOG_WINDOW = LogWindowType()
+LOG_WINDOW_HELP = ("Training logs: the iterations to measure, FIRST-LAST (41-50) [warm-up "
+                   "detected as for traces].")  # fmt: skip
+EQUIVALENT_HELP = ("Training logs: the change is declared training-equivalent: compare the "
+                   "sides' losses step by step (flagged above the tolerance).")  # fmt: skip
+
 VARY_HELP = (
     "A/B: the variable under test (repeat for several): a setting of the command line "
     "(overlap_moe_expert_parallel_comm, --expert-model-parallel-size), an environment variable "

@@ -6,6 +6,7 @@ too: CI must not pass on a missing number.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import singledispatch
 
@@ -13,6 +14,7 @@ import polars as pl
 
 from nsysmoe.ab.metrics import CHANNEL_METRIC_ROWS, flat_values
 from nsysmoe.ab.verdict import Condition, failing, parse_condition
+from nsysmoe.acceptance import Acceptance, AcceptanceSide, AcceptedComparison
 from nsysmoe.measure.channels import CHANNEL_ORDER
 from nsysmoe.measure.overlap import hidden_pct
 from nsysmoe.results import (
@@ -104,6 +106,49 @@ values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_value
     run.channel_totals) | _wait_values(run.collectives))
 values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
+
+
+def _acceptance_values(acc: Acceptance) -> dict[str, float | None]:
+    """The unprofiled acceptance: the headline change (the last rung against the one before:
+    ``accepted_step_delta_pct>-2`` demands a 2 % faster step, ``accepted_step_ci95_high_pct>=0``
+    demands one the CI proves), the newest side's figures, and health over every side (the
+    worst: ``nan_iterations>0`` fails when any side had one)."""
+    head, last = acc.headline, acc.sides[-1]
+    ci = head.ci95_median_step_pct if head is not None else None
+
+    def worst(get: Callable[[AcceptanceSide], float | int | None]) -> float | None:
+        known = [v for v in map(get, acc.sides) if v is not None]
+        return float(max(known)) if known else None
+
+    return {
+        "accepted_step_delta_pct": None if head is None else head.median_step_pct,
+        "accepted_step_ci95_low_pct": None if ci is None else ci[0],
+        "accepted_step_ci95_high_pct": None if ci is None else ci[1],
+        "accepted_tflops_delta_pct": None if head is None else head.median_tflops_pct,
+        "accepted_steps": float(min(s.window.steps for s in acc.sides)),
+        "median_step_s": last.median_step_s,
+        "median_tflops": last.median_tflops,
+        "nan_iterations": worst(lambda s: s.nan_iterations),
+        "skipped_iterations": worst(lambda s: s.skipped_iterations),
+        "loss_not_finite": worst(lambda s: None if s.loss_finite is None else
+                                 float(not s.loss_finite)),
+        "peak_memory_bytes": worst(lambda s: s.peak_memory_bytes),
+        "max_loss_diff": None if head is None else head.max_loss_diff,
+    }
+
+
+def _accepted_values(ac: AcceptedComparison) -> dict[str, float | None]:
+    """An A/B with its acceptance: the profile's keys, the acceptance's, and the link:
+    ``profile_overhead_gap_pp`` (the sides' profiling overheads apart, in points) and
+    ``profile_explains_pct``."""
+    over = ac.link.overhead_pct
+    gap = None if None in over else abs(over[1] - over[0])  # type: ignore[operator]
+    return _comparison_values(ac.comparison) | _acceptance_values(ac.acceptance) | {
+        "profile_overhead_gap_pp": gap, "profile_explains_pct": ac.link.explains_pct}
+
+
+values.register(Acceptance, _acceptance_values)
+values.register(AcceptedComparison, _accepted_values)
 
 
 @dataclass(frozen=True)

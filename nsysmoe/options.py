@@ -63,15 +63,34 @@ class Options:
     output: Path | None = None
     rules_path: Path | None = None  # an input too, which ``output`` may not overwrite
     rules_replace: bool = False
+    logs: tuple[str, str] | None = None  # ``--logs OFF ON``: the unprofiled training logs
+    log_window: tuple[int, int] | None = None  # ``--log-window 41-50``
+    equivalent: bool = False  # the change is declared training-equivalent
 
     @property
     def inputs(self) -> list[str | Path]:
-        """The files the arguments name before expansion, the rules file included."""
+        """The files the arguments name before expansion, the rules file and logs included."""
         return self.and_rules(self.traces)
 
     def and_rules(self, paths: Sequence[str | Path]) -> list[str | Path]:
-        """``paths`` and the rules file, if one is given: the inputs no output may overwrite."""
-        return [*paths, *([self.rules_path] if self.rules_path is not None else [])]
+        """``paths``, the training logs and the rules file: the inputs no output may
+        overwrite (and whose content a cached report is keyed on)."""
+        return [*paths, *(self.logs or ()),
+                *([self.rules_path] if self.rules_path is not None else [])]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepsOptions:
+    """``nsysmoe steps``'s arguments and options: training logs alone."""
+
+    logs: tuple[str, ...]
+    labels: tuple[str, ...] | None = None
+    log_window: tuple[int, int] | None = None
+    equivalent: bool = False
+    loss_tolerance: float | None = None
+    fmt: str = "terminal"
+    fail_if: tuple[str, ...] = ()
+    output: Path | None = None
 
 
 #: the options a report's text depends on besides the inputs, the format and the rules: every

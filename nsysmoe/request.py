@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nsysmoe import api, env, result_cache
+from nsysmoe.acceptance import AcceptedComparison
 from nsysmoe.classify import RuleSet, default_rules, load_rules
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
 from nsysmoe.io import cache
 from nsysmoe.model import Iterations, Scope, Span, Whole, Window
-from nsysmoe.options import Options, check_not_inputs, check_writable
+from nsysmoe.options import Options, StepsOptions, check_not_inputs, check_writable, same_file
 from nsysmoe.parallel import Executor, default_jobs, expand, map_files, one_line, skipped_note
 from nsysmoe.renderers import ReportOptions, render
 from nsysmoe.results import Failure, KernelSummary
@@ -107,9 +108,11 @@ class Single:
         return [self.path]
 
     def check(self, opts: Options) -> None:
-        """No option is refused: those of an A/B or of many ranks (``--align``, ``--vary``,
-        ``--labels``, ``--strict``, ``--all-nvtx``, ``--jobs``) have nothing to act on here and
-        are ignored; ``--dask`` is a note (one file is analysed here)."""
+        """Training logs are refused (they accept an A/B: ``nsysmoe steps LOG`` summarises
+        one); those of an A/B or of many ranks (``--align``, ``--vary``, ``--labels``,
+        ``--strict``, ``--all-nvtx``, ``--jobs``) have nothing to act on here and are ignored;
+        ``--dask`` is a note (one file is analysed here)."""
+        _no_logs(opts, "one trace", "nsysmoe steps LOG summarises one log")
 
     def run(self, req: Request) -> Outcome:
         result = api.analyze(self.path, **_one_file(req))
@@ -133,11 +136,13 @@ class Pair:
 
     def run(self, req: Request) -> Outcome:
         o = req.options
-        c = api.compare(self.off, self.on, **_one_file(req), vary=o.vary, labels=o.labels)
+        c = api.compare(self.off, self.on, **_one_file(req), vary=o.vary, labels=o.labels,
+                        logs=o.logs, log_window=o.log_window, equivalent=o.equivalent)
+        contract = (c.comparison if isinstance(c, AcceptedComparison) else c).contract
         error = None
-        if o.strict and not c.contract.matched:
-            note = c.contract.note
-            error = (f"--strict: measurement contract {c.contract.summary()}"
+        if o.strict and not contract.matched:
+            note = contract.note
+            error = (f"--strict: measurement contract {contract.summary()}"
                      + (f"; {note}" if note else ""))  # fmt: skip
         return report(req, c, Gate.of(o.fail_if, c), error=error, before=_dask_note(req))
 
@@ -154,6 +159,7 @@ class Ranks:
 
     def check(self, opts: Options) -> None:
         _no_rank(opts)
+        _no_logs(opts, "one run of many ranks", "nsysmoe steps LOG summarises one log")
 
     def run(self, req: Request) -> Outcome:
         o = req.options
@@ -179,6 +185,8 @@ class RanksPair:
 
     def check(self, opts: Options) -> None:
         _no_rank(opts)
+        _no_logs(opts, "an A/B of many ranks", "accept on them with nsysmoe steps OFF_LOG "
+                 "ON_LOG")  # fmt: skip
 
     def run(self, req: Request) -> Outcome:
         o = req.options
@@ -212,7 +220,8 @@ class Compat:
         window = opts.window is not None or opts.skip is not None or opts.step_range is not None
         ignored = [name for name, given in (
             ("--fail-if", opts.fail_if), ("--plot", opts.plot_dir), ("--strict", opts.strict),
-            ("--rank", opts.rank is not None), ("--window/--skip/--step-range", window))
+            ("--rank", opts.rank is not None), ("--window/--skip/--step-range", window),
+            ("--logs", opts.logs))
             if given]  # fmt: skip
         if ignored:
             raise UsageError(f"--compat {self.tool} measures whole traces the other tool's way; "
@@ -349,6 +358,37 @@ def _dask_note(req: Request) -> tuple[str, ...]:
         return ()
     return (f"note: --dask {req.executor.dask}: one file per side is analysed here, in this "
             "process (--dask and --jobs spread many files)",)  # fmt: skip
+
+
+def _no_logs(opts: Options, what: str, instead: str) -> None:
+    given = [n for n, v in (("--logs", opts.logs), ("--log-window", opts.log_window),
+                            ("--equivalent", opts.equivalent)) if v]  # fmt: skip
+    if given:
+        raise UsageError(f"{', '.join(given)}: training logs accept an A/B of two traces, not "
+                         f"{what}; {instead}")  # fmt: skip
+
+
+def steps_outcome(opts: StepsOptions) -> Outcome:
+    """``nsysmoe steps``: the logs' acceptance (:func:`nsysmoe.api.accept`), rendered, with its
+    ``--fail-if`` conditions; ``-o`` checked first and never one of the logs."""
+    check_writable(opts.output, None)
+    for path in opts.logs:
+        if opts.output is not None and same_file(opts.output, path):
+            raise UsageError(f"-o {opts.output} is the input {path}; write the report to "
+                             "another file (inputs are never overwritten)")  # fmt: skip
+    if opts.loss_tolerance is not None and not opts.equivalent:
+        raise UsageError("--loss-tolerance applies to --equivalent: declare the change "
+                         "training-equivalent to compare losses")  # fmt: skip
+    acc = api.accept(list(opts.logs), labels=opts.labels, window=opts.log_window,
+                     equivalent=opts.equivalent, loss_tolerance=opts.loss_tolerance)
+    gate = Gate.of(opts.fail_if, acc)
+    if opts.fmt == "html":  # one self-contained page
+        text = render(acc, "html", page=True)
+    elif opts.fmt == "terminal":  # to -o: not for a terminal (no colour, the piped width)
+        text = render(acc, "terminal", tty=False if opts.output is not None else None)
+    else:
+        text = render(acc, opts.fmt)  # type: ignore[arg-type]
+    return Outcome(text, failed=tuple(gate.failures()))
 
 
 def _no_rank(opts: Options) -> None:

@@ -1,0 +1,77 @@
+"""The profile against the unprofiled run: how much the profiler slowed each side, and whether
+the profile's mechanism explains the change the training logs accept.
+
+The seeds' rule: accept on unprofiled steady iterations, explain with a matched profile. The
+profile's explanation of a step change is what its A/B measures per iteration
+(:class:`~nsysmoe.results.StepChange`): exposed communication saved, minus the compute inflation
+hidden communication costs. As a share of the profiled off step it is comparable with the
+accepted relative change of the unprofiled medians, whatever each side's profiling overhead.
+"""
+
+from __future__ import annotations
+
+from nsysmoe.acceptance import Acceptance, AcceptanceSide, AcceptedComparison, ProfileLink
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.results import Comparison, TraceAnalysis
+
+#: sides whose profiling overheads differ by more than this many points skew the profiled A/B
+OVERHEAD_GAP_PP = 5.0
+#: what an accepted (or screened) change is: the verdicts whose CI excludes 0
+DECIDED = ("accepted improvement", "accepted regression", "screened improvement",
+           "screened regression")  # fmt: skip
+
+
+def with_acceptance(c: Comparison, acceptance: Acceptance) -> AcceptedComparison:
+    """The A/B with its unprofiled acceptance (exactly two logs: off, then on)."""
+    if len(acceptance.sides) != 2:
+        raise NsysmoeError(f"--logs takes two training logs for an A/B (off, then on), not "
+                           f"{len(acceptance.sides)}")  # fmt: skip
+    return AcceptedComparison(c, acceptance, profile_link(c, acceptance))
+
+
+def overhead_pct(profiled: TraceAnalysis, side: AcceptanceSide) -> float | None:
+    """The profiled steady median step over the unprofiled median, − 1, in % (None where either
+    is missing: no iterations in the trace, or only throughput in the log)."""
+    step_ns, median_s = profiled.median_step_ns, side.median_step_s
+    if step_ns is None or not median_s:
+        return None
+    return 100.0 * (step_ns / 1e9 / median_s - 1.0)
+
+
+def profile_link(c: Comparison, acceptance: Acceptance) -> ProfileLink:
+    """Each side's profiling overhead (warned when they differ by more than
+    :data:`OVERHEAD_GAP_PP` points) and the share of the accepted change the profile explains."""
+    off, on = acceptance.sides
+    overheads = (overhead_pct(c.off.analysis, off), overhead_pct(c.on.analysis, on))
+    warning = None
+    if None not in overheads:
+        gap = abs(overheads[1] - overheads[0])  # type: ignore[operator]
+        if gap > OVERHEAD_GAP_PP:
+            warning = (f"profiling overhead differs by {gap:.1f} points between the sides "
+                       f"({overheads[0]:+.1f} % vs {overheads[1]:+.1f} %): the profiled A/B "
+                       "is skewed; trust the unprofiled change")  # fmt: skip
+    predicted = predicted_pct(c)
+    change = acceptance.changes[0]
+    accepted = change.median_step_pct
+    explains = None
+    if predicted is None:
+        sentence = "the profile has no step-change breakdown (no iterations measured)"
+    elif change.verdict not in DECIDED or accepted is None:
+        sentence = (f"nothing accepted to explain ({change.sentence}); the profile's mechanism "
+                    f"predicts {predicted:+.1f} %")  # fmt: skip
+    elif (predicted < 0) != (accepted < 0) or predicted == 0:
+        sentence = (f"the profile does not explain the accepted {accepted:+.1f} %: its "
+                    f"mechanism predicts {predicted:+.1f} %")  # fmt: skip
+    else:
+        explains = 100.0 * predicted / accepted
+        sentence = f"the profile explains {explains:.0f} % of the accepted {accepted:+.1f} %"
+    return ProfileLink(overheads, warning, predicted, explains, sentence)
+
+
+def predicted_pct(c: Comparison) -> float | None:
+    """The step change the profile's mechanism accounts for, in % of the profiled off step:
+    Δ exposed communication + Δ GEMM/attention time (inflation), per iteration and GPU."""
+    sc, step = c.step_change, c.off.analysis.median_step_ns
+    if sc.exposed_delta_ns is None or not step:
+        return None
+    return 100.0 * (sc.exposed_delta_ns + (sc.compute_delta_ns or 0.0)) / step

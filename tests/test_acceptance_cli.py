@@ -1,0 +1,130 @@
+"""Acceptance from the unprofiled run, as a user types it: ``nsysmoe steps`` on logs alone and
+``nsysmoe analyze off.sqlite on.sqlite --logs off.log on.log`` — the accepted verdict first, the
+profiling overhead and how much of the change the profile explains, checked against figures
+computed here from the log lines and the JSON (plain ``re`` and ``statistics``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsysmoe.api import example_paths
+from nsysmoe.cli import cli
+from tests.conftest import require_shared
+
+OFF, ON = (str(p) for p in example_paths())
+OFF_LOG, ON_LOG = (str(p) for p in example_paths("logs"))
+STEP_MS = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+)")
+
+
+def run(*args: str, code: int = 0) -> tuple[str, str]:
+    r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert r.exit_code == code, r.output + r.stderr
+    return r.stdout, r.stderr
+
+
+def logged_steps(path: str) -> dict[int, float]:
+    """Iteration -> step seconds, read here with a plain regex (independent of the reader)."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        if m := STEP_MS.search(line):
+            out[int(m.group(1))] = float(m.group(2)) / 1e3
+    return out
+
+
+def test_examples_lists_the_logs() -> None:
+    out, _ = run("examples", "--logs")
+    assert out.split() == [OFF_LOG, ON_LOG]
+
+
+def test_steps_ab_on_the_example_logs_states_the_window_and_verdict() -> None:
+    out, _ = run("steps", OFF_LOG, ON_LOG, "--format", "json")
+    doc = json.loads(out)
+    assert doc["schema"] == "nsysmoe.acceptance" and doc["version"] == 1
+    off, on = doc["sides"]
+    for side, path in ((off, OFF_LOG), (on, ON_LOG)):
+        steps = logged_steps(path)
+        kept = [steps[i] for i in range(side["window"]["first"], side["window"]["last"] + 1)]
+        assert side["window"]["steps"] == side["window"]["samples"] == len(kept)
+        assert side["window"]["first"] == 3  # iterations 1 and 2 are the logs' warm-up
+        assert side["median_step_s"] == pytest.approx(statistics.median(kept), rel=1e-12)
+        assert side["mean_step_s"] == pytest.approx(statistics.fmean(kept), rel=1e-12)
+        low, high = side["ci95_mean_step_s"]
+        assert low < side["mean_step_s"] < high
+    (change,) = doc["changes"]
+    expected = 100 * (on["median_step_s"] / off["median_step_s"] - 1)
+    assert change["median_step_pct"] == pytest.approx(expected, rel=1e-12)
+    assert change["verdict"] == "accepted improvement"
+    assert change["vs_base"]["median_step_pct"] == change["median_step_pct"]
+
+
+def test_analyze_with_logs_puts_the_accepted_verdict_first() -> None:
+    out, _ = run("analyze", OFF, ON, "--logs", OFF_LOG, ON_LOG)
+    first = out.strip().splitlines()[0]
+    assert "accepted improvement" in first.lower() or "accepted" in first.lower(), out[:400]
+    head = "\n".join(out.splitlines()[:8])
+    assert "explains" in head and "overhead" in head, head
+
+
+def test_analyze_with_logs_json_overhead_and_explains_are_the_definitions() -> None:
+    out, _ = run("analyze", OFF, ON, "--logs", OFF_LOG, ON_LOG, "--format", "json")
+    doc = json.loads(out)
+    acc = doc["acceptance"]
+    prof = acc["profile"]
+    steps = [t["iterations"] for t in (doc["off"], doc["on"])]
+    for i, side in enumerate(acc["sides"]):  # the profiled steady median over the unprofiled
+        profiled_s = statistics.median(r["step_ns"] for r in steps[i]) / 1e9
+        assert prof["overhead_pct"][i] == pytest.approx(
+            100 * (profiled_s / side["median_step_s"] - 1), abs=0.05)
+    sc = doc["step_change"]
+    off_step_ns = statistics.median(r["step_ns"] for r in steps[0])
+    predicted = 100 * (sc["exposed_delta_ns"] + sc["compute_delta_ns"]) / off_step_ns
+    assert prof["predicted_pct"] == pytest.approx(predicted, abs=0.05)
+    accepted = acc["changes"][0]["median_step_pct"]
+    assert prof["explains_pct"] == pytest.approx(100 * predicted / accepted, abs=0.5)
+    assert prof["overhead_warning"] is None  # ~5 % on both sides
+
+
+def test_fail_if_on_the_accepted_change() -> None:
+    run("analyze", OFF, ON, "--logs", OFF_LOG, ON_LOG, "--fail-if", "accepted_step_delta_pct>-2",
+        "--fail-if", "nan_iterations>0", "--format", "json")  # -6 %: passes
+    _, err = run("steps", OFF_LOG, ON_LOG, "--fail-if", "accepted_step_delta_pct>-10", code=1)
+    assert "accepted_step_delta_pct" in err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["analyze", OFF, "--logs", OFF_LOG, ON_LOG], "--logs"),
+    (["steps", OFF_LOG, ON_LOG, "--labels", "a,b,c"], "3 labels for 2 logs"),
+    (["steps", OFF_LOG, "-o", OFF_LOG], "is the input"),
+    (["steps", OFF_LOG, "--loss-tolerance", "0.1"], "--equivalent"),
+    (["steps", OFF_LOG, "--log-window", "9-3"], "LAST must be"),
+])  # fmt: skip
+def test_usage_errors_are_one_line(args: list[str], needle: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "nsysmoe", *args], capture_output=True, text=True,
+                       check=False)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_ladder_of_three_shared_logs() -> None:
+    base = require_shared() / "logs" / "megatron-ci"
+    logs = [str(base / pair / side / "golden_values.json")
+            for pair, side in (("muon-vs-adam-ep8", "off"), ("muon-vs-adam-ep8", "on"),
+                               ("dp-last-cp2", "on"))]  # fmt: skip
+    out, _ = run("steps", *logs, "--labels", "adam,muon,dp-last", "--format", "json")
+    doc = json.loads(out)
+    assert [s["label"] for s in doc["sides"]] == ["adam", "muon", "dp-last"]
+    assert [(c["base"], c["to"]) for c in doc["changes"]] == [(0, 1), (1, 2)]
+    assert [(c["vs_base"]["base"], c["vs_base"]["to"]) for c in doc["changes"]] == [(0, 1),
+                                                                                  (0, 2)]
+    med = [s["median_step_s"] for s in doc["sides"]]
+    assert doc["changes"][1]["vs_base"]["median_step_pct"] == pytest.approx(
+        100 * (med[2] / med[0] - 1), rel=1e-12)
