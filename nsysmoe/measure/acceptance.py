@@ -12,7 +12,7 @@ chunked so memory stays bounded on long logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +40,8 @@ from nsysmoe.measure.window import warmup_count
 #: a different optimizer or routing moves it by several % (Megatron's CI pairs: muon vs adam
 #: differ by up to 10 %, the a2a-overlap pair by 5 %, the dp-last mapping by 0).
 LOSS_TOLERANCE = 0.01
-#: bootstrap resamples and the generator's fixed seed (numpy PCG64)
+#: bootstrap resamples and the fixed seed (numpy PCG64; side i draws from the seed's i-th spawned
+#: stream, so the sides are resampled independently and each once for all its changes)
 RESAMPLES = 2000
 SEED = 0
 #: elements of one resample chunk (indices and values): bounds the bootstrap's memory
@@ -50,11 +51,13 @@ FORCED = "--moe-router-force-load-balancing"
 
 @dataclass(frozen=True)
 class _Measured:
-    """One log's window rows (all rows inside it) and its metric samples."""
+    """One log's window rows (all rows inside it), its metric samples and their bootstrap
+    medians (empty with fewer than 2 samples), drawn once for every change the side is in."""
 
     side: AcceptanceSide
     rows: pl.DataFrame
     values: np.ndarray
+    medians: np.ndarray
 
 
 def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
@@ -80,12 +83,13 @@ def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
                 f"{log.path}: logs {_what(metric)} while {logs[0].path} logs {_what(metrics[0])}; "
                 "compare logs that record the same metric"
             )
-    measured = [_side(log, label, metric, window, resamples, seed, equivalent)
-                for log, label, metric in zip(logs, labels, metrics, strict=True)]  # fmt: skip
+    streams = np.random.SeedSequence(seed).spawn(len(logs))
+    measured = [_side(log, label, metric, window, resamples, stream, equivalent)
+                for log, label, metric, stream in zip(logs, labels, metrics, streams,
+                                                      strict=True)]  # fmt: skip
     pairs = [(j, j + 1) for j in range(len(logs) - 1)]
-    changes = tuple(_change(measured, b, t, equivalent, loss_tolerance, resamples, seed)
-                    for b, t in pairs)  # fmt: skip
-    vs_base = tuple(_change(measured, 0, t, equivalent, loss_tolerance, resamples, seed)
+    changes = tuple(_change(measured, b, t, equivalent, loss_tolerance) for b, t in pairs)
+    vs_base = tuple(changes[0] if t == 1 else _change(measured, 0, t, equivalent, loss_tolerance)
                     for _, t in pairs)  # fmt: skip
     return Acceptance(tuple(m.side for m in measured), changes, vs_base, equivalent,
                       loss_tolerance, seed, resamples)  # fmt: skip
@@ -119,7 +123,8 @@ def _inside(frame: pl.DataFrame, first: int, last: int) -> pl.DataFrame:
 
 
 def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] | None,
-          resamples: int, seed: int, equivalent: bool) -> _Measured:  # fmt: skip
+          resamples: int, stream: np.random.SeedSequence,
+          equivalent: bool) -> _Measured:  # fmt: skip
     table = log.table
     sampled = table.filter(_values(table, metric).is_not_null())
     notes = list(log.notes)
@@ -163,9 +168,10 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
         notes.append(f"{len(values)} sample in the window: no confidence interval")
     if equivalent and _forced(log.config):
         notes.append(f"{FORCED} true: benchmark-only, its losses are not compared")
-    mean_ci = None
+    mean_ci, medians = None, np.empty(0)
     if len(values) >= 2:
-        means = _bootstrap(values, np.mean, np.random.Generator(np.random.PCG64(seed)), resamples)
+        means, medians = _bootstrap(values, np.random.Generator(np.random.PCG64(stream)),
+                                    resamples)  # fmt: skip
         mean_ci = _percentiles(means)
     stepped = metric == "step time"
     side = AcceptanceSide(
@@ -179,7 +185,7 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
         config=tuple(sorted(log.config.items())), notes=tuple(notes),
         samples=samples.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]),
     )  # fmt: skip
-    return _Measured(side, rows, values)
+    return _Measured(side, rows, values, medians)
 
 
 def _has(sampled: pl.DataFrame, log: TrainingLog) -> str:
@@ -260,17 +266,31 @@ def _forced(config: dict[str, str]) -> bool:
     return value is not None and (value.strip() == "" or is_true(value))
 
 
-def _bootstrap(values: np.ndarray, stat: Callable[..., np.ndarray], rng: np.random.Generator,
-               resamples: int) -> np.ndarray:  # fmt: skip
-    """``stat`` of ``resamples`` resamples (with replacement) of ``values``, drawn in chunks of
-    at most :data:`CHUNK` elements."""
+def _bootstrap(values: np.ndarray, rng: np.random.Generator,
+               resamples: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The means and medians of ``resamples`` resamples (with replacement) of ``values``, both
+    from the same draws, made in chunks of at most :data:`CHUNK` elements."""
     n = len(values)
     rows = max(1, CHUNK // n)
-    out = np.empty(resamples, dtype=np.float64)
+    means = np.empty(resamples, dtype=np.float64)
+    medians = np.empty(resamples, dtype=np.float64)
     for start in range(0, resamples, rows):
         m = min(rows, resamples - start)
-        out[start : start + m] = stat(values[rng.integers(0, n, size=(m, n))], axis=1)
-    return out
+        drawn = values[rng.integers(0, n, size=(m, n))]
+        means[start : start + m] = drawn.mean(axis=1)
+        medians[start : start + m] = row_medians(drawn)
+    return means, medians
+
+
+def row_medians(drawn: np.ndarray) -> np.ndarray:
+    """Each row's median (the middle value, or the mean of the middle two), by a partial sort:
+    half the time of ``np.median`` on the bootstrap's wide rows."""
+    n = drawn.shape[1]
+    k = n // 2
+    if n % 2:
+        return np.partition(drawn, k, axis=1)[:, k]
+    middle = np.partition(drawn, (k - 1, k), axis=1)
+    return (middle[:, k - 1] + middle[:, k]) / 2
 
 
 def _percentiles(draws: np.ndarray) -> tuple[float, float]:
@@ -278,20 +298,17 @@ def _percentiles(draws: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def _change(measured: list[_Measured], base: int, to: int, equivalent: bool, tolerance: float,
-            resamples: int, seed: int) -> Change:  # fmt: skip
+def _change(measured: list[_Measured], base: int, to: int, equivalent: bool,
+            tolerance: float) -> Change:  # fmt: skip
     """Side ``to`` against side ``base``: the medians' relative change with its bootstrap CI
-    (each side resampled independently, one generator drawn in order), the verdict and, for a
+    (each side resampled independently: its own stream of the seed), the verdict and, for a
     declared-equivalent change, the largest per-iteration loss difference."""
     b, t = measured[base], measured[to]
     pct = ci = None
     if len(b.values) and len(t.values):
         pct = 100.0 * (float(np.median(t.values)) / float(np.median(b.values)) - 1)
-    if len(b.values) >= 2 and len(t.values) >= 2:
-        rng = np.random.Generator(np.random.PCG64(seed))
-        mb = _bootstrap(b.values, np.median, rng, resamples)
-        mt = _bootstrap(t.values, np.median, rng, resamples)
-        ci = _percentiles(100.0 * (mt / mb - 1))
+    if len(b.medians) and len(t.medians):
+        ci = _percentiles(100.0 * (t.medians / b.medians - 1))
     tb, tt = b.side.median_tflops, t.side.median_tflops
     tflops_pct = 100.0 * (tt / tb - 1) if tb and tt is not None else None
     grades = (b.side.window.grade, t.side.window.grade)

@@ -57,11 +57,17 @@ def test_chunking_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert chunked.to_dict() == whole.to_dict()
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 50, 51])
+def test_row_medians_equal_statistics_median(n: int) -> None:
+    rows = np.random.default_rng(n).lognormal(0, 1, (20, n))
+    assert list(measure.row_medians(rows)) == [statistics.median(r) for r in rows.tolist()]
+
+
 def test_bootstrap_covers_the_truth() -> None:
     """200 simulated A/B pairs, 50 lognormal steps a side, with known means and medians: the
     mean's CI covers the true mean in >= 93 % of the 400 sides, and the change's CI covers the
-    true relative change of the medians in >= 93 % of the pairs (at this seed: 95.0 % and
-    97.5 %). 1000 resamples here, not 2000, to keep the test quick."""
+    true relative change of the medians in >= 93 % of the pairs (at this seed: 94.8 % and
+    97.0 %). 1000 resamples here, not 2000, to keep the test quick."""
     rng = np.random.default_rng(2024)
     sigma, covered_mean, covered_change, sides = 0.05, 0, 0, 0
     for _ in range(200):
