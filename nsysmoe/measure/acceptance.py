@@ -126,8 +126,10 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
           resamples: int, stream: np.random.SeedSequence,
           equivalent: bool) -> _Measured:  # fmt: skip
     table = log.table
-    sampled = table.filter(_values(table, metric).is_not_null())
+    sampled = table.filter(_values(table, metric).is_finite())
     notes = list(log.notes)
+    if bad := _values(table, metric).drop_nulls().len() - sampled.height:
+        notes.append(f"{bad} {_plural(bad, 'sample')} with a non-finite {metric} left out")
     run = table.get_column("iteration").max()
     run_iterations = None if run is None else int(run)  # type: ignore[arg-type]
     if declared is not None:

@@ -199,6 +199,15 @@ def test_equivalent_losses_and_forced_balancing() -> None:
     assert any("benchmark-only" in note for note in result.sides[1].notes)
 
 
+def test_non_finite_step_times_are_left_out_and_counted() -> None:
+    values = [1.0] + [0.1, 0.11, math.nan, 0.12, math.inf, 0.1, 0.105, 0.1]
+    side = accept([log_of(values)], ["x"]).sides[0]
+    kept = [v for v in values[1:] if math.isfinite(v)]
+    assert side.window.samples == len(kept)
+    assert side.median_step_s == statistics.median(kept)
+    assert "2 samples with a non-finite step time left out" in side.notes
+
+
 def test_one_sample_has_no_interval() -> None:
     logs = [log_of([0.5], interval=10), log_of([0.4], interval=10)]
     result = accept(logs, ["a", "b"])
