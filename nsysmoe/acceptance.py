@@ -27,13 +27,21 @@ ACCEPTANCE_SCHEMA = ("nsysmoe.acceptance", 1)
 ACCEPT_MIN_RUN = 50
 #: ... and a window of fewer post-warm-up iterations than this is not even a screen
 SCREEN_MIN_STEPS = 6
+#: The smallest change of the median step a verdict accepts, in %: the bootstrap resamples one
+#: run's iterations, so its CI cannot show run-to-run variation (another node, its thermal
+#: state, another data order), by which two runs of one configuration differ by about a
+#: percent. A change whose CI excludes 0 but that is within this floor is no measurable change
+#: (Megatron-LM CI's dp-last-cp2 pair: -0.7 %, CI -1.1 … -0.3 %). The profile A/B's verdicts
+#: use the same 1 % at least (nsysmoe.ab.verdict.MIN_NOISE).
+MIN_CHANGE_PCT = 1.0
 
 #: "acceptance": the run reached ACCEPT_MIN_RUN iterations; "screening": a shorter run (its
 #: verdicts screen candidates, they accept nothing); "too few": under SCREEN_MIN_STEPS steps
 Grade = Literal["acceptance", "screening", "too few"]
 WindowWhy = Literal["declared", "warm-up detected", "whole log"]
-#: "accepted improvement" / "accepted regression" only where the CI of the change excludes 0 on
-#: runs graded "acceptance"; "screened ..." on shorter runs; otherwise no measurable change
+#: "accepted improvement" / "accepted regression" only where the CI of the change excludes 0 and
+#: the change exceeds MIN_CHANGE_PCT on runs graded "acceptance"; "screened ..." on shorter
+#: runs; otherwise no measurable change
 ChangeVerdict = Literal["accepted improvement", "accepted regression", "screened improvement",
                         "screened regression", "no measurable change", "too few steps"]  # fmt: skip
 
@@ -139,8 +147,11 @@ class Change:
         pct, ci = self.median_step_pct, self.ci95_median_step_pct
         if pct is None or ci is None:
             return self.verdict
-        if self.verdict == "no measurable change":
+        if self.verdict == "no measurable change" and ci[0] <= 0 <= ci[1]:
             return f"no measurable change (±{max(abs(ci[0]), abs(ci[1])):.1f} %)"
+        if self.verdict == "no measurable change":  # the CI excludes 0, the floor does not
+            return (f"no measurable change ({pct:+.1f} %, under the {MIN_CHANGE_PCT:g} % "
+                    "run-to-run floor)")  # fmt: skip
         return (f"{self.verdict}: {pct:+.1f} % step time (95 % CI {ci[0]:+.1f} … "
                 f"{ci[1]:+.1f} %)")  # fmt: skip
 
@@ -208,6 +219,7 @@ class Acceptance:
                    for c, b in zip(self.changes, self.vs_base, strict=True)]  # fmt: skip
         return {"schema": schema, "version": version,
                 "rule": {"accept_min_run": ACCEPT_MIN_RUN, "screen_min_steps": SCREEN_MIN_STEPS,
+                         "min_change_pct": MIN_CHANGE_PCT,
                          "bootstrap": {"resamples": self.resamples, "seed": self.seed}},
                 "equivalent": self.equivalent, "loss_tolerance": self.loss_tolerance,
                 "sides": [s.to_dict() for s in self.sides], "changes": changes}  # fmt: skip

@@ -20,6 +20,7 @@ import polars as pl
 
 from nsysmoe.acceptance import (
     ACCEPT_MIN_RUN,
+    MIN_CHANGE_PCT,
     SAMPLE_SCHEMA,
     SCREEN_MIN_STEPS,
     Acceptance,
@@ -32,7 +33,7 @@ from nsysmoe.acceptance import (
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import TrainingLog
 from nsysmoe.measure.validity import is_true
-from nsysmoe.measure.window import warmup_count
+from nsysmoe.measure.window import Warmup, warmup_count
 
 #: Relative per-iteration loss difference a change declared training-equivalent may show before
 #: it is flagged. Reordered bf16 reductions (an overlapped or differently dispatched all-to-all,
@@ -84,7 +85,8 @@ def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
                 "compare logs that record the same metric"
             )
     streams = np.random.SeedSequence(seed).spawn(len(logs))
-    measured = [_side(log, label, metric, window, resamples, stream, equivalent)
+    common = None if window is not None else _common(logs, metrics)
+    measured = [_side(log, label, metric, window, resamples, stream, equivalent, common)
                 for log, label, metric, stream in zip(logs, labels, metrics, streams,
                                                       strict=True)]  # fmt: skip
     pairs = [(j, j + 1) for j in range(len(logs) - 1)]
@@ -122,9 +124,38 @@ def _inside(frame: pl.DataFrame, first: int, last: int) -> pl.DataFrame:
     return frame.filter((start >= first) & (pl.col("iteration") <= last))
 
 
+def _steady(log: TrainingLog, metric: str) -> tuple[pl.DataFrame, pl.DataFrame, Warmup]:
+    """A log's samples with a finite metric, those after its detected warm-up, and the rule's
+    decision."""
+    sampled = log.table.filter(_values(log.table, metric).is_finite())
+    warm = warmup_count(_values(sampled, metric).to_numpy())
+    return sampled, sampled.slice(warm.skipped), warm
+
+
+def _common(logs: Sequence[TrainingLog], metrics: Sequence[str]) -> tuple[int, int] | None:
+    """The iterations every log has after its own warm-up, as for an A/B of traces (each side
+    keeps its own window where they share none, or a side would keep no sample)."""
+    if len(logs) < 2:
+        return None
+    spans = []
+    for log, metric in zip(logs, metrics, strict=True):
+        steady = _steady(log, metric)[1]
+        if steady.height == 0:
+            return None
+        start = steady.get_column("iteration") - steady.get_column("iterations").fill_null(1) + 1
+        spans.append((int(start.min()), int(steady.get_column("iteration").max())))  # type: ignore[arg-type]
+    lo, hi = max(f for f, _ in spans), min(last for _, last in spans)
+    if lo > hi:
+        return None
+    for log, metric in zip(logs, metrics, strict=True):
+        if _inside(_steady(log, metric)[1], lo, hi).height == 0:
+            return None
+    return lo, hi
+
+
 def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] | None,
-          resamples: int, stream: np.random.SeedSequence,
-          equivalent: bool) -> _Measured:  # fmt: skip
+          resamples: int, stream: np.random.SeedSequence, equivalent: bool,
+          common: tuple[int, int] | None = None) -> _Measured:  # fmt: skip
     table = log.table
     sampled = table.filter(_values(table, metric).is_finite())
     notes = list(log.notes)
@@ -142,8 +173,7 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
             )
         skipped, why, how = 0, "declared", "declared"
     else:
-        warm = warmup_count(_values(sampled, metric).to_numpy())
-        samples = sampled.slice(warm.skipped)
+        _, samples, warm = _steady(log, metric)
         skipped = warm.skipped
         if warm.median_ns is None or warm.tolerance is None:
             why, how = "whole log", "whole log: fewer than 3 samples, no warm-up detected"
@@ -153,6 +183,9 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
                       else f"{1 / warm.median_ns:,.0f} tokens/s")  # fmt: skip
             how = (f"{skipped} {_plural(skipped, 'sample')} skipped as warm-up (until within "
                    f"{100 * warm.tolerance:.0f} % of the steady median {median})")  # fmt: skip
+        if common is not None:
+            samples = _inside(samples, *common)
+            how += f"; only iterations every log has ({common[0]}–{common[1]})"
     start = samples.get_column("iteration") - samples.get_column("iterations").fill_null(1) + 1
     first, last = int(start.min()), int(samples.get_column("iteration").max())  # type: ignore[arg-type]
     rows = _inside(table, first, last)
@@ -324,7 +357,7 @@ def _verdict(pct: float | None, ci: tuple[float, float] | None,
              grades: tuple[Grade, Grade]) -> ChangeVerdict:  # fmt: skip
     if "too few" in grades or pct is None or ci is None:
         return "too few steps"
-    if ci[0] <= 0 <= ci[1]:
+    if ci[0] <= 0 <= ci[1] or abs(pct) <= MIN_CHANGE_PCT:
         return "no measurable change"
     better = ci[1] < 0
     if grades == ("acceptance", "acceptance"):

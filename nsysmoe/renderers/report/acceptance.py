@@ -97,7 +97,10 @@ def change_verdict(acc: Acceptance, c: Change) -> str:
         return (f"{opening} (unprofiled, {window}): {what} {c.median_step_pct:+.1f} % step "
                 f"time{rung}")  # fmt: skip
     why = f" (a window needs {SCREEN_MIN_STEPS} steps)" if c.verdict == "too few steps" else ""
-    return f"Not accepted (unprofiled, {window}): {c.sentence}{why}{rung}"
+    line = f"Not accepted (unprofiled, {window}): {c.sentence}{why}{rung}"
+    if len(line) > WIDTH and c.median_step_pct is not None:  # the whole sentence follows
+        line = f"Not accepted (unprofiled, {window}): {c.verdict} ({c.median_step_pct:+.1f} %)"
+    return line
 
 
 def side_verdict(s: AcceptanceSide) -> str:
