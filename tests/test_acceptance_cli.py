@@ -128,3 +128,21 @@ def test_ladder_of_three_shared_logs() -> None:
     med = [s["median_step_s"] for s in doc["sides"]]
     assert doc["changes"][1]["vs_base"]["median_step_pct"] == pytest.approx(
         100 * (med[2] / med[0] - 1), rel=1e-12)
+
+
+def test_a_cached_report_is_keyed_on_the_logs_content(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cache serves a report again only for the same logs: a log edited in place (same path,
+    same options) gives a new report, never the stored one."""
+    monkeypatch.setenv("NSYSMOE_CACHE_DIR", str(tmp_path / "cache"))
+    off_log, on_log = tmp_path / "off.log", tmp_path / "on.log"
+    off_log.write_bytes(Path(OFF_LOG).read_bytes())
+    on_log.write_bytes(Path(ON_LOG).read_bytes())
+    args = ("analyze", OFF, ON, "--logs", str(off_log), str(on_log), "--cache", "--format",
+            "json")  # fmt: skip
+    first = json.loads(run(*args)[0])["acceptance"]["changes"][0]["median_step_pct"]
+    assert json.loads(run(*args)[0])["acceptance"]["changes"][0]["median_step_pct"] == first
+    slower = re.sub(r"\(ms\): 9[01]\.", "(ms): 99.", on_log.read_text())  # on: now slower
+    on_log.write_text(slower)
+    again = json.loads(run(*args)[0])["acceptance"]["changes"][0]["median_step_pct"]
+    assert again > 0 > first
