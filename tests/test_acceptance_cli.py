@@ -54,6 +54,9 @@ def test_steps_ab_on_the_example_logs_states_the_window_and_verdict() -> None:
         kept = [steps[i] for i in range(side["window"]["first"], side["window"]["last"] + 1)]
         assert side["window"]["steps"] == side["window"]["samples"] == len(kept)
         assert side["window"]["first"] == 3  # iterations 1 and 2 are the logs' warm-up
+        said = re.search(r"steady median ([\d.]+) ms", side["window"]["description"])
+        assert said and float(said.group(1)) == pytest.approx(  # of the second half, in ms
+            1e3 * statistics.median(list(steps.values())[30:]), abs=5e-4)
         assert side["median_step_s"] == pytest.approx(statistics.median(kept), rel=1e-12)
         assert side["mean_step_s"] == pytest.approx(statistics.fmean(kept), rel=1e-12)
         low, high = side["ci95_mean_step_s"]

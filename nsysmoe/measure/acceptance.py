@@ -179,7 +179,7 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
             why, how = "whole log", "whole log: fewer than 3 samples, no warm-up detected"
         else:
             why = "warm-up detected"
-            median = (f"{warm.median_ns:,.3f} s" if metric == "step time"
+            median = (f"{warm.median_ns * 1e3:,.3f} ms" if metric == "step time"
                       else f"{1 / warm.median_ns:,.0f} tokens/s")  # fmt: skip
             how = (f"{skipped} {_plural(skipped, 'sample')} skipped as warm-up (until within "
                    f"{100 * warm.tolerance:.0f} % of the steady median {median})")  # fmt: skip
