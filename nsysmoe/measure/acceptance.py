@@ -183,8 +183,8 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
                       else f"{1 / warm.median_ns:,.0f} tokens/s")  # fmt: skip
             how = (f"{skipped} {_plural(skipped, 'sample')} skipped as warm-up (until within "
                    f"{100 * warm.tolerance:.0f} % of the steady median {median})")  # fmt: skip
-        if common is not None:
-            samples = _inside(samples, *common)
+        if common is not None and (kept := _inside(samples, *common)).height < samples.height:
+            samples = kept  # said only where it left samples out
             how += f"; only iterations every log has ({common[0]}–{common[1]})"
     start = samples.get_column("iteration") - samples.get_column("iterations").fill_null(1) + 1
     first, last = int(start.min()), int(samples.get_column("iteration").max())  # type: ignore[arg-type]
