@@ -149,3 +149,13 @@ def test_a_cached_report_is_keyed_on_the_logs_content(tmp_path: Path,
     on_log.write_text(slower)
     again = json.loads(run(*args)[0])["acceptance"]["changes"][0]["median_step_pct"]
     assert again > 0 > first
+
+
+def test_example_logs_regenerate_identically(tmp_path: Path) -> None:
+    """The shipped logs are what tests/fixtures/example_logs.py writes (synthetic, said in
+    their first line)."""
+    from tests.fixtures.example_logs import build_example_logs
+
+    for new, shipped in zip(build_example_logs(tmp_path), (OFF_LOG, ON_LOG), strict=True):
+        assert new.read_bytes() == Path(shipped).read_bytes()
+        assert new.read_text().startswith("# synthetic example log for nsysmoe (not measured)")

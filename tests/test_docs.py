@@ -1,13 +1,14 @@
 """Every command the README and docs/ show runs, and every output they show is what it prints.
 
 What counts as a command: each line of a ```bash block (a trailing ``\\`` joins the next line;
-``# …`` after it is a comment), and each inline code span ``nsysmoe analyze|kernels|examples …``
-or ``nsysmoe --…`` in the text. Each runs once (the same command on several pages too) in bash, in
-a fresh folder that holds what the docs' names stand for (:data:`EXAMPLES`, :data:`SHARED`,
-:data:`FILES`), with ``nsysmoe`` and ``python`` this checkout's (``python -m nsysmoe``); a ``python
-bench/…`` or ``python dev/…`` script is this checkout's. It must exit 0, or N where its comment
-says ``exit N``. ``a && b`` runs part by part: a part that matches :data:`SKIPS` is left out (the
-README's first command installs, then runs ``nsysmoe analyze $(nsysmoe examples)``: that runs).
+``# …`` after it is a comment), and each inline code span (on one line) ``nsysmoe
+analyze|kernels|examples|steps …`` or ``nsysmoe --…`` in the text. Each runs once (the same
+command on several pages too) in bash, in a fresh folder that holds what the docs' names stand
+for (:data:`EXAMPLES`, :data:`SHARED`, :data:`FILES`), with ``nsysmoe`` and ``python`` this
+checkout's (``python -m nsysmoe``); a ``python bench/…`` or ``python dev/…`` script is this
+checkout's. It must exit 0, or N where its comment says ``exit N``. ``a && b`` runs part by part:
+a part that matches :data:`SKIPS` is left out (the README's first command installs, then runs
+``nsysmoe analyze $(nsysmoe examples)``: that runs).
 
 What counts as an output: a ```text block right after a ```bash block shows what the block's last
 command printed: the same lines (trailing blanks aside) as its stdout, its stderr, or both
@@ -38,13 +39,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, TRACES, require_shared
+from tests.fixtures.example_logs import log_lines
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 ELIDED = "…"
 README_LIMIT = 250  # lines: the README is for a newcomer; the reference is in docs/
 
 #: names the docs use for a user's exports → the shipped example copied there
-EXAMPLES = {"run.sqlite": "on", "off.sqlite": "off", "on.sqlite": "on"}
+EXAMPLES = {"run.sqlite": "on", "off.sqlite": "off", "on.sqlite": "on", "off.log": "off.log",
+            "on.log": "on.log"}  # fmt: skip
 #: names the docs use → the shared real trace (a file, or a folder of rank files) linked there
 SHARED = {
     "base.sqlite": "nsys/nersc-ddp-4gpu-baseline.sqlite",
@@ -54,11 +57,14 @@ SHARED = {
     "on_dir": "kineto/trace-filter-2ranks",
     "dlrm-8ranks": "kineto/dlrm-8ranks",
     "deepseek-v3-rank0.json.gz": "kineto/deepseek-v3-ep64-train/rank0.json.gz",
+    "megatron-ci": "logs/megatron-ci",  # Megatron-LM CI's per-step metrics: pairs of runs
 }
 #: files the docs show being used, with the content the docs show for them
 FILES = {
     "my_rules.toml": "[[rule]]\nclass = \"comm\"\nsubclass = \"ep.mine\"\n"
                      "pattern = 'my_ep::(dispatch|combine)_kernel'\n",
+    # a third rung after off.log and on.log: overlap and HybridEP tuning (synthetic, like them)
+    "tuned.log": "\n".join(log_lines("tuned")) + "\n",
 }  # fmt: skip
 
 #: (pattern searched in one part of a command, why that part does not run here)
@@ -83,7 +89,7 @@ SKIPS = [
 PYTHON_RUN_ELSEWHERE = {"README.md"}
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
-_INLINE = re.compile(r"`(nsysmoe (?:analyze|kernels|examples)\b[^`]+|nsysmoe --[^`]+)`")
+_INLINE = re.compile(r"`(nsysmoe (?:analyze|kernels|examples|steps)\b[^`]+|nsysmoe --[^`]+)`")
 _EXIT = re.compile(r"#.*\bexit (\d)\b")
 
 
@@ -198,7 +204,7 @@ def _needs_shared(text: str) -> bool:
 
 def workspace(folder: Path, shared: bool) -> None:
     """Fill ``folder`` with what the docs' names stand for."""
-    examples = dict(zip(("off", "on"), _example_paths(), strict=True))
+    examples = dict(zip(("off", "on", "off.log", "on.log"), _example_paths(), strict=True))
     for name, side in EXAMPLES.items():
         shutil.copyfile(examples[side], folder / name)
     for name, text in FILES.items():
@@ -216,7 +222,10 @@ def workspace(folder: Path, shared: bool) -> None:
 
 
 def _example_paths() -> list[Path]:
-    return sorted((REPO / "nsysmoe" / "examples").glob("moe-hybridep-overlap-*.sqlite"))
+    """The example traces (off, on), then their training logs (off, on)."""
+    folder = REPO / "nsysmoe" / "examples"
+    return [*sorted(folder.glob("moe-hybridep-overlap-*.sqlite")),
+            *sorted(folder.glob("moe-hybridep-overlap-*.log"))]  # fmt: skip
 
 
 def environment(folder: Path) -> dict[str, str]:
