@@ -290,6 +290,10 @@ def execute(opts: Options, progress: Progress | None = None,
 
 
 def _run(req: Request) -> Outcome:
+    o = req.options
+    if o.logs is None and (o.log_window is not None or o.equivalent):
+        given = "--log-window" if o.log_window is not None else "--equivalent"
+        raise UsageError(f"{given} applies to training logs: add --logs OFF_LOG ON_LOG")
     skipped: list[str] = []
     mode = mode_of(req.options, skipped)
     check_not_inputs(req.options, mode.paths)

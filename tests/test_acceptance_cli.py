@@ -108,6 +108,8 @@ def test_fail_if_on_the_accepted_change() -> None:
     (["steps", OFF_LOG, "-o", OFF_LOG], "is the input"),
     (["steps", OFF_LOG, "--loss-tolerance", "0.1"], "--equivalent"),
     (["steps", OFF_LOG, "--log-window", "9-3"], "LAST must be"),
+    (["analyze", OFF, ON, "--log-window", "3-9"], "add --logs"),
+    (["analyze", OFF, ON, "--equivalent"], "add --logs"),
 ])  # fmt: skip
 def test_usage_errors_are_one_line(args: list[str], needle: str) -> None:
     r = subprocess.run([sys.executable, "-m", "nsysmoe", *args], capture_output=True, text=True,
