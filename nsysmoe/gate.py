@@ -108,23 +108,38 @@ values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
 
 
+#: the verdicts whose figure a gate may rely on: an accepted change (a run long enough, the CI
+#: clear of 0, past the run-to-run floor); a screen, too few steps or no measurable change
+#: accept nothing, so their figure is not an accepted one
+ACCEPTED = ("accepted improvement", "accepted regression")
+
+
 def _acceptance_values(acc: Acceptance) -> dict[str, float | None]:
-    """The unprofiled acceptance: the headline change (the last rung against the one before:
-    ``accepted_step_delta_pct>-2`` demands a 2 % faster step, ``accepted_step_ci95_high_pct>=0``
-    demands one the CI proves), the newest side's figures, and health over every side (the
-    worst: ``nan_iterations>0`` fails when any side had one)."""
+    """The unprofiled acceptance: the headline change (the last rung against the one before),
+    the newest side's figures, and health over every side (the worst: ``nan_iterations>0``
+    fails when any side had one).
+
+    ``accepted_*`` hold the headline's figures only where it was accepted (:data:`ACCEPTED`),
+    else None, so a condition on them fails: ``accepted_step_delta_pct>-2`` demands an accepted
+    change at least 2 % faster, and a screened or unmeasurable one fails it too.
+    ``step_delta_pct`` is the headline's change whatever its verdict; ``accepted`` is 1 where
+    it was accepted, else 0."""
     head, last = acc.headline, acc.sides[-1]
-    ci = head.ci95_median_step_pct if head is not None else None
+    took = head is not None and head.verdict in ACCEPTED
+    ci = head.ci95_median_step_pct if head is not None and took else None
 
     def worst(get: Callable[[AcceptanceSide], float | int | None]) -> float | None:
         known = [v for v in map(get, acc.sides) if v is not None]
         return float(max(known)) if known else None
 
     return {
-        "accepted_step_delta_pct": None if head is None else head.median_step_pct,
+        "accepted": None if head is None else float(took),
+        "accepted_step_delta_pct": head.median_step_pct if head is not None and took else None,
         "accepted_step_ci95_low_pct": None if ci is None else ci[0],
         "accepted_step_ci95_high_pct": None if ci is None else ci[1],
-        "accepted_tflops_delta_pct": None if head is None else head.median_tflops_pct,
+        "accepted_tflops_delta_pct": head.median_tflops_pct if head is not None and took
+        else None,
+        "step_delta_pct": None if head is None else head.median_step_pct,
         "accepted_steps": float(min(s.window.steps for s in acc.sides)),
         "median_step_s": last.median_step_s,
         "median_tflops": last.median_tflops,

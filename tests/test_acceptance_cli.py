@@ -102,6 +102,44 @@ def test_fail_if_on_the_accepted_change() -> None:
     assert "accepted_step_delta_pct" in err
 
 
+def first_iterations(path: str, last: int, out: Path) -> str:
+    """``path`` cut after iteration ``last`` (a run shorter than the seeds' 50: a screen)."""
+    kept = [line for line in Path(path).read_text().splitlines()
+            if not (m := re.search(r"iteration\s+(\d+)/", line)) or int(m.group(1)) <= last]
+    out.write_text("\n".join(kept) + "\n")
+    return str(out)
+
+
+def test_fail_if_accepted_keys_fail_unless_the_change_was_accepted(tmp_path: Path) -> None:
+    """A screened change (a 30-iteration run) has its figure in step_delta_pct, but none in
+    accepted_step_delta_pct & co.: a gate on them fails (CI must not pass on a number that was
+    not accepted); ``accepted`` says which."""
+    off, on = (first_iterations(p, 30, tmp_path / Path(p).name) for p in (OFF_LOG, ON_LOG))
+    out, _ = run("steps", off, on, "--format", "json")
+    (change,) = json.loads(out)["changes"]
+    assert change["verdict"] == "screened improvement" and change["median_step_pct"] < -2
+    for key in ("accepted_step_delta_pct>-2", "accepted_step_ci95_high_pct>=0",
+                "accepted_step_ci95_low_pct>0", "accepted_tflops_delta_pct<0", "accepted<1"):
+        _, err = run("steps", off, on, "--fail-if", key, code=1)
+        assert key in err, err
+    _, err = run("steps", off, on, "--fail-if", "step_delta_pct<-2", code=1)
+    assert "(value -6." in err, err  # the screened figure is there, under its own key
+    run("steps", off, on, "--fail-if", "step_delta_pct>-2", "--fail-if", "accepted>0")
+    run("steps", OFF_LOG, ON_LOG, "--fail-if", "accepted<1", "--fail-if", "step_delta_pct>-2",
+        "--fail-if", "accepted_step_ci95_high_pct>=0")  # accepted -6 %: passes
+
+
+def test_fail_if_no_measurable_change_has_no_accepted_figure() -> None:
+    base = require_shared() / "logs" / "megatron-ci" / "dp-last-cp2"
+    logs = [str(base / side / "golden_values.json") for side in ("off", "on")]
+    out, _ = run("steps", *logs, "--format", "json")
+    (change,) = json.loads(out)["changes"]
+    assert change["verdict"] == "no measurable change"
+    _, err = run("steps", *logs, "--fail-if", "accepted_step_delta_pct>5", code=1)
+    assert "no value" in err
+    run("steps", *logs, "--fail-if", "step_delta_pct>5")  # -0.7 %: passes
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["analyze", OFF, "--logs", OFF_LOG, ON_LOG], "--logs"),
     (["steps", OFF_LOG, ON_LOG, "--labels", "a,b,c"], "3 labels for 2 logs"),
