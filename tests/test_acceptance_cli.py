@@ -92,6 +92,9 @@ def test_analyze_with_logs_json_overhead_and_explains_are_the_definitions() -> N
     assert prof["predicted_pct"] == pytest.approx(predicted, abs=0.05)
     accepted = acc["changes"][0]["median_step_pct"]
     assert prof["explains_pct"] == pytest.approx(100 * predicted / accepted, abs=0.5)
+    own = 100 * sc["step_delta_ns"] / off_step_ns  # the profile's own step change, said beside
+    assert prof["sentence"] == (f"the profile explains {prof['explains_pct']:.0f} % of the "
+                                f"accepted {accepted:+.1f} % (its own step change: {own:+.1f} %)")
     assert prof["overhead_warning"] is None  # ~5 % on both sides
 
 
@@ -127,6 +130,17 @@ def test_fail_if_accepted_keys_fail_unless_the_change_was_accepted(tmp_path: Pat
     run("steps", off, on, "--fail-if", "step_delta_pct>-2", "--fail-if", "accepted>0")
     run("steps", OFF_LOG, ON_LOG, "--fail-if", "accepted<1", "--fail-if", "step_delta_pct>-2",
         "--fail-if", "accepted_step_ci95_high_pct>=0")  # accepted -6 %: passes
+
+
+def test_a_screened_change_is_called_screened_in_the_profile_sentence(tmp_path: Path) -> None:
+    off, on = (first_iterations(p, 30, tmp_path / Path(p).name) for p in (OFF_LOG, ON_LOG))
+    out, _ = run("analyze", OFF, ON, "--logs", off, on, "--format", "json")
+    acc = json.loads(out)["acceptance"]
+    change = acc["changes"][0]
+    assert change["verdict"] == "screened improvement"
+    sentence = acc["profile"]["sentence"]
+    assert f"of the screened {change['median_step_pct']:+.1f} %" in sentence, sentence
+    assert "accepted" not in sentence, sentence
 
 
 def test_fail_if_no_measurable_change_has_no_accepted_figure() -> None:
