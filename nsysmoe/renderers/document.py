@@ -8,8 +8,11 @@ its medium in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
+
+#: heading levels (HTML h1–h6, Markdown's number of #): a report's title, its sections
+TITLE_LEVEL, SECTION_LEVEL, DEEPEST = 3, 4, 6
 
 
 @dataclass(frozen=True)
@@ -25,11 +28,13 @@ class Table:
 @dataclass(frozen=True)
 class Heading:
     """The report's title; ``code`` is set off as code (a path). The terminal shows it only with
-    ``terminal`` text (its own wording), Markdown and HTML always."""
+    ``terminal`` text (its own wording), Markdown and HTML always, at ``level`` (a report nested
+    in another one is demoted under its section: :func:`nested`)."""
 
     text: str
     code: str | None = None
     terminal: str | None = None
+    level: int = TITLE_LEVEL
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Section:
     report's title, shown in every format."""
 
     text: str
+    level: int = SECTION_LEVEL
 
 
 @dataclass(frozen=True)
@@ -106,3 +112,20 @@ class Document:
 
     def __add__(self, other: Document) -> Document:
         return Document(self.blocks + other.blocks)
+
+    @property
+    def figures_level(self) -> int:
+        """The level of the figures' heading: under the last title (the figures are its
+        report's), so an outline nests them there."""
+        titles = [b.level for b in self.blocks if isinstance(b, Heading)]
+        return min(DEEPEST, (titles[-1] if titles else TITLE_LEVEL) + 1)
+
+
+def nested(doc: Document, under: int = SECTION_LEVEL) -> Document:
+    """``doc`` placed under a heading of level ``under``: every heading demoted alike, its title
+    one level below (the A/B's report inside the evidence bundle's section), so an outline keeps
+    the section's content inside it; none deeper than h6."""
+    levels = [b.level for b in doc.blocks if isinstance(b, Heading | Section)]
+    shift = under + 1 - min(levels, default=under + 1)
+    return Document(tuple(replace(b, level=min(DEEPEST, b.level + shift))
+                          if isinstance(b, Heading | Section) else b for b in doc.blocks))

@@ -53,9 +53,9 @@ def _block(b: Block) -> str:
         return _table(b)
     if isinstance(b, Heading):
         code = f" <code>{escape(b.code)}</code>" if b.code else ""
-        return f"<h3>{escape(b.text)}{code}</h3>"
+        return f"<h{b.level}>{escape(b.text)}{code}</h{b.level}>"
     if isinstance(b, Section):
-        return f"<h4>{escape(b.text)}</h4>"
+        return f"<h{b.level}>{escape(b.text)}</h{b.level}>"
     if isinstance(b, Caption):
         facts = [f"{escape(label)}: " + (f"<code>{escape(v)}</code>" if code else escape(v))
                  for label, v, code in b.facts]  # fmt: skip
@@ -117,7 +117,7 @@ def inline_svg(svg: str, prefix: str) -> str:
     return _REF.sub(lambda m: m.group(1) + (prefix * (m.group(2) in ids)) + m.group(2), body)
 
 
-def _figures(svgs: Mapping[str, str]) -> str:
+def _figures(svgs: Mapping[str, str], level: int) -> str:
     """Each figure inline, in a ``<figure>`` whose id and caption are its stem (hostile text:
     escaped; the id reduced to letters, digits, ``-`` and ``_``, made unique)."""
     out, used = [], set()
@@ -132,13 +132,14 @@ def _figures(svgs: Mapping[str, str]) -> str:
             raise ValueError(f"figure {stem!r}: {err}") from None
         out.append(f'<figure id="{fid}">\n{image}\n'
                    f"<figcaption>{escape(stem)}</figcaption>\n</figure>")  # fmt: skip
-    return '<section class="figures">\n<h4>Figures</h4>\n' + "\n".join(out) + "\n</section>"
+    return (f'<section class="figures">\n<h{level}>Figures</h{level}>\n' + "\n".join(out)
+            + "\n</section>")
 
 
 def _body(doc: Document, svgs: Mapping[str, str] | None) -> str:
     parts = [_block(b) for b in doc.blocks]
     if svgs:
-        parts.append(_figures(svgs))
+        parts.append(_figures(svgs, doc.figures_level))
     return "\n".join(parts)
 
 
@@ -161,6 +162,7 @@ body { margin: 0; background: #fff; color: #1f2328; font: 15px/1.5 -apple-system
 main.nsysmoe { max-width: 1200px; margin: 0 auto; padding: 1.5rem 2rem 3rem; }
 h3 { font-size: 1.35rem; margin: 0 0 .75rem; }
 h4 { font-size: 1.1rem; margin: 2rem 0 .5rem; }
+h5, h6 { font-size: 1rem; margin: 1.5rem 0 .5rem; }
 code, td, th { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas,
   "Liberation Mono", monospace; font-size: 13px; }
 code { background: #f3f4f6; padding: .1em .3em; border-radius: 4px; overflow-wrap: anywhere; }

@@ -88,23 +88,23 @@ def _lines(b: Lines) -> str:
     return "\n".join(mark + text(x) for x in b.lines)
 
 
-def _block(b: Block) -> str:
+def _block(b: Block, figures_level: int = 4) -> str:
     if isinstance(b, Table):
         return format_table(b)
     if isinstance(b, Heading):
-        return f"### {text(b.text)}" + (f" {code(b.code)}" if b.code else "")
+        return f"{'#' * b.level} {text(b.text)}" + (f" {code(b.code)}" if b.code else "")
     if isinstance(b, Section):
-        return f"#### {text(b.text)}"
+        return f"{'#' * b.level} {text(b.text)}"
     if isinstance(b, Caption):
         return _caption(b)
     if isinstance(b, Lines):
         return _lines(b)
     if isinstance(b, Details):
-        inner = "\n\n".join(_block(x) for x in b.blocks)
+        inner = "\n\n".join(_block(x, figures_level) for x in b.blocks)
         return f"<details><summary>{text(b.summary)}</summary>\n\n{inner}\n\n</details>"
     links = [f"![{text(_stem(p))}]({quote(p, safe='/._-~')})" for p in b.paths]
-    return ("#### Figures\n\n> Written by `--plot` next to this report: upload them with it (a "
-            "pasted report cannot reach local files).\n\n" + "\n\n".join(links))
+    return (f"{'#' * figures_level} Figures\n\n> Written by `--plot` next to this report: upload "
+            "them with it (a pasted report cannot reach local files).\n\n" + "\n\n".join(links))
 
 
 def _stem(path: str) -> str:
@@ -113,4 +113,4 @@ def _stem(path: str) -> str:
 
 
 def format_document(doc: Document) -> str:
-    return "\n\n".join(_block(b) for b in doc.blocks) + "\n"
+    return "\n\n".join(_block(b, doc.figures_level) for b in doc.blocks) + "\n"

@@ -7,7 +7,9 @@ Values are built by hand (small, known numbers); the A/B is the shipped examples
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from html.parser import HTMLParser
 from importlib import resources
 
@@ -26,7 +28,7 @@ from nsysmoe.acceptance import (
     ProfileLink,
 )
 from nsysmoe.renderers import document, render
-from nsysmoe.renderers.document import Document, Section
+from nsysmoe.renderers.document import Document, Section, nested
 from nsysmoe.renderers.html import format_document as html_document
 from nsysmoe.renderers.markdown import format_document as markdown_document
 from nsysmoe.renderers.report.acceptance import SECTIONS
@@ -200,15 +202,61 @@ def test_accepted_ab_opens_with_the_verdict_overhead_and_explanation(accepted) -
 def test_bundle_ends_with_the_ab_report_unchanged(accepted) -> None:  # noqa: ANN001
     profile = document(accepted.comparison).blocks
     blocks = document(accepted).blocks
-    assert blocks[-len(profile):] == profile
-    assert render(accepted.comparison, "markdown").strip() in render(accepted, "markdown")
+    assert blocks[-len(profile):] == nested(Document(profile)).blocks
+    demoted = render(accepted.comparison, "markdown").strip().replace("### nsysmoe A/B",
+                                                                      "##### nsysmoe A/B", 1)
+    assert demoted in render(accepted, "markdown")  # only its title demoted, under section 5
+
+
+def outline_html(page: str) -> list[tuple[int, str]]:
+    """(level, text) of every h1–h6, in document order."""
+    out: list[tuple[int, str]] = []
+
+    class Collect(HTMLParser):
+        level = 0
+
+        def handle_starttag(self, tag: str, attrs) -> None:  # noqa: ANN001
+            if len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
+                self.level = int(tag[1])
+                out.append((self.level, ""))
+
+        def handle_endtag(self, tag: str) -> None:
+            self.level = 0 if tag == f"h{self.level}" else self.level
+
+        def handle_data(self, data: str) -> None:
+            if self.level:
+                out[-1] = (out[-1][0], out[-1][1] + data)
+
+    Collect().feed(page)
+    return out
+
+
+def test_bundle_outline_nests_the_profile_under_section_5(accepted) -> None:  # noqa: ANN001
+    """In the page's outline (and the Markdown's), section 5 holds the A/B's report and its
+    figures: every heading after it is deeper, no heading skips a level below its parent."""
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"></svg>'
+    page = render(accepted, "html", page=True, svgs={"timeline": svg})
+    md = render(accepted, "markdown", figures=("timeline.svg",))
+    md_outline = [(len(m.group(1)), m.group(2)) for m in re.finditer(r"^(#{1,6}) (.*)$", md,
+                                                                     re.MULTILINE)]  # fmt: skip
+    for outline in (outline_html(page), md_outline):
+        texts = [t for _, t in outline]
+        assert texts[0] == VERDICT and texts[-1] == "Figures", texts
+        five = texts.index(SECTIONS[4])
+        levels = [lvl for lvl, _ in outline]
+        assert [levels[texts.index(s)] for s in SECTIONS] == [levels[0] + 1] * len(SECTIONS)
+        assert texts[five + 1].startswith("nsysmoe A/B")
+        assert all(lvl > levels[five] for lvl in levels[five + 1:]), outline
+        assert all(b - a <= 1 for a, b in itertools.pairwise(levels)), outline
+    plain = render(accepted.comparison, "html", page=True, svgs={"timeline": svg})
+    assert [lvl for lvl, t in outline_html(plain) if t == "Figures"] == [4]  # alone: unchanged
 
 
 def test_page_sections_in_the_bundle_order(accepted) -> None:  # noqa: ANN001
     c = accepted.comparison
     page = render(accepted, "html", page=True)
     well_formed(page)
-    headings = ["<h3>" + VERDICT, *(f"<h4>{s}</h4>" for s in SECTIONS), "<h3>nsysmoe A/B"]
+    headings = ["<h3>" + VERDICT, *(f"<h4>{s}</h4>" for s in SECTIONS), "<h5>nsysmoe A/B"]
     where = [page.find(h) for h in headings]
     assert -1 not in where and where == sorted(where), dict(zip(headings, where, strict=True))
     assert f"<title>{VERDICT}</title>" in page

@@ -49,20 +49,23 @@ def open_page(browser: str, tmp: Path, page: str) -> tuple[str, list[str]]:
     return proc.stdout, re.findall(r"CONSOLE[^\]]*\] .*", proc.stderr)
 
 
+HEADINGS = tuple(f"h{n}" for n in range(1, 7))
+
+
 def headings(dom: str) -> list[str]:
-    """The text of every h3 and h4, in document order."""
+    """The text of every heading (h1–h6), in document order."""
     out: list[str] = []
 
     class Collect(HTMLParser):
         inside = False
 
         def handle_starttag(self, tag: str, attrs) -> None:  # noqa: ANN001
-            if tag in ("h3", "h4"):
+            if tag in HEADINGS:
                 self.inside = True
                 out.append("")
 
         def handle_endtag(self, tag: str) -> None:
-            self.inside = self.inside and tag not in ("h3", "h4")
+            self.inside = self.inside and tag not in HEADINGS
 
         def handle_data(self, data: str) -> None:
             if self.inside:

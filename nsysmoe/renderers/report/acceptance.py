@@ -22,7 +22,15 @@ from nsysmoe.acceptance import (
 )
 from nsysmoe.model import iterations_phrase
 from nsysmoe.renderers.cells import pct, shorten, versus
-from nsysmoe.renderers.document import Block, Document, Heading, Lines, Section, Table
+from nsysmoe.renderers.document import (
+    Block,
+    Document,
+    Heading,
+    Lines,
+    Section,
+    Table,
+    nested,
+)
 from nsysmoe.renderers.report.comparison import ROLE_TEXT
 from nsysmoe.renderers.report.headline import display_path
 from nsysmoe.results import Comparison
@@ -309,7 +317,8 @@ def proof_table(c: Comparison) -> Table:
 
 def bundle(ac: AcceptedComparison, profile: Document) -> Document:
     """The evidence bundle: the accepted verdict, then the five sections in the seeds' order,
-    the last being ``profile`` (the A/B's own report, unchanged)."""
+    the last being ``profile`` (the A/B's own report, unchanged but for its headings, demoted
+    under that section's)."""
     acc = ac.acceptance
     blocks: list[Block] = [*bundle_head(ac), Section(SECTIONS[0]), *change_blocks(ac),
                            Section(SECTIONS[1]), proof_table(ac.comparison),
@@ -320,4 +329,4 @@ def bundle(ac: AcceptedComparison, profile: Document) -> Document:
     if more := throughput_lines(acc):
         blocks.append(Lines(more, style="notes"))
     blocks += [Section(SECTIONS[3]), *_health(acc), Section(SECTIONS[4])]
-    return Document(tuple(blocks)) + profile
+    return Document(tuple(blocks)) + nested(profile)
