@@ -38,6 +38,7 @@ from nsysmoe.parallel import Executor, map_files
 from nsysmoe.peers import compat_analysis, profiler_step_names
 from nsysmoe.ranks import run_analysis
 from nsysmoe.renderers import render
+from nsysmoe.renderers.cells import plural
 from nsysmoe.renderers.plot import (
     FigureJob,
     breakdown_figure,
@@ -150,6 +151,7 @@ def compare(
     logs: tuple[LogLike, LogLike] | None = None,
     log_window: tuple[int, int] | None = None,
     equivalent: bool = False,
+    loss_tolerance: float | None = None,
 ) -> Comparison | AcceptedComparison:
     """A/B of two traces over the steady window common to both (see :mod:`nsysmoe.ab`); with
     ``scope.rank``, of that rank's GPUs on each side. ``vary``: the variable under test
@@ -157,13 +159,18 @@ def compare(
     ``detached`` (and ``cache_dir``): as in :func:`analyze`, the comparison keyed on both sides.
     ``logs`` (the unprofiled training logs of off, then on): the A/B with its acceptance
     (:class:`~nsysmoe.acceptance.AcceptedComparison`, measured by :func:`accept` with
-    ``log_window`` and ``equivalent``, the sides named as the comparison names them)."""
+    ``log_window``, ``equivalent`` and ``loss_tolerance``, the sides named as the comparison
+    names them); exactly two, checked before the traces are read."""
     if logs is not None:
+        if isinstance(logs, str | Path | TrainingLog) or len(logs) != 2:
+            given = 1 if isinstance(logs, str | Path | TrainingLog) else len(logs)
+            raise NsysmoeError(f"logs: {plural(given, 'training log')} given; an A/B takes two "
+                               "(off, then on); accept(logs) measures one or a ladder")
         c = compare(off, on, rules=rules, scope=scope, cache_dir=cache_dir, vary=vary,
                     labels=labels, detached=detached)  # fmt: skip
         assert isinstance(c, Comparison)
         acc = accept(list(logs), labels=(c.off.name, c.on.name), window=log_window,
-                     equivalent=equivalent)  # fmt: skip
+                     equivalent=equivalent, loss_tolerance=loss_tolerance)  # fmt: skip
         return with_acceptance(c, acc)
 
     def compute() -> Comparison:
@@ -199,13 +206,21 @@ def accept(
     traces), medians with bootstrap CIs, health, and the changes with their verdicts
     (:mod:`nsysmoe.measure.acceptance`). ``equivalent``: the change is declared
     training-equivalent, so losses are compared (within ``loss_tolerance``, relative).
-    ``labels``: the sides' names (default: the file names, made distinct)."""
+    ``labels``: the sides' names (default: the file names, made distinct). A single path or
+    string where a sequence is due is refused (it is not split into characters)."""
+    if isinstance(logs, str | Path | TrainingLog):
+        raise NsysmoeError(f"logs: a list of training logs, one or more ([{str(logs)[:60]!r}]), "
+                           "not a single path")  # fmt: skip
+    if isinstance(labels, str):
+        raise NsysmoeError(f"labels: a list of names, one a log ({labels[:60]!r} is one string; "
+                           "pass [name, ...])")  # fmt: skip
     read = [log if isinstance(log, TrainingLog) else read_log(log) for log in logs]
     if not read:
         raise NsysmoeError("no training log given; pass one log, two (off, on) or more")
     names = list(labels) if labels is not None else log_labels([r.path for r in read])
     if len(names) != len(read):
-        raise NsysmoeError(f"{len(names)} labels for {len(read)} logs; give one label a log")
+        raise NsysmoeError(f"{plural(len(names), 'label')} for {plural(len(read), 'log')}; "
+                           "give one label a log")  # fmt: skip
     tolerance = {} if loss_tolerance is None else {"loss_tolerance": loss_tolerance}
     return measure_acceptance.accept(read, names, window=window, equivalent=equivalent,
                                      **tolerance)  # fmt: skip

@@ -71,6 +71,7 @@ def cli() -> None:
               help="A/B: the unprofiled training logs of the two sides: accept on them.")
 @click.option("--log-window", type=ct.LOG_WINDOW, help=ct.LOG_WINDOW_HELP)
 @click.option("--equivalent", is_flag=True, help=ct.EQUIVALENT_HELP)
+@click.option("--loss-tolerance", type=ct.LOSS_TOLERANCE, help=ct.LOSS_TOLERANCE_HELP)
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write figures (PNG and SVG) to this folder; the Markdown report links them.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -101,8 +102,7 @@ def analyze(**options: Any) -> None:
 @click.option("--labels", type=ct.LABEL_LIST, help="Names of the logs' sides [file names].")
 @click.option("--log-window", type=ct.LOG_WINDOW, help=ct.LOG_WINDOW_HELP)
 @click.option("--equivalent", is_flag=True, help=ct.EQUIVALENT_HELP)
-@click.option("--loss-tolerance", type=click.FloatRange(min=0, min_open=True),
-              help="With --equivalent: the largest relative loss difference [0.01].")
+@click.option("--loss-tolerance", type=ct.LOSS_TOLERANCE, help=ct.LOSS_TOLERANCE_HELP)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
 @click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),

@@ -172,6 +172,8 @@ LOG_WINDOW_HELP = ("Training logs: the iterations to measure, FIRST-LAST (41-50)
                    "detected as for traces].")  # fmt: skip
 EQUIVALENT_HELP = ("Training logs: the change is declared training-equivalent: compare the "
                    "sides' losses step by step (flagged above the tolerance).")  # fmt: skip
+LOSS_TOLERANCE = click.FloatRange(min=0, min_open=True)
+LOSS_TOLERANCE_HELP = "With --equivalent: the largest relative loss difference [0.01]."
 
 VARY_HELP = (
     "A/B: the variable under test (repeat for several): a setting of the command line "

@@ -66,6 +66,7 @@ class Options:
     logs: tuple[str, str] | None = None  # ``--logs OFF ON``: the unprofiled training logs
     log_window: tuple[int, int] | None = None  # ``--log-window 41-50``
     equivalent: bool = False  # the change is declared training-equivalent
+    loss_tolerance: float | None = None  # with ``equivalent``: the largest relative difference
 
     @property
     def inputs(self) -> list[str | Path]:

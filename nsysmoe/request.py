@@ -137,7 +137,8 @@ class Pair:
     def run(self, req: Request) -> Outcome:
         o = req.options
         c = api.compare(self.off, self.on, **_one_file(req), vary=o.vary, labels=o.labels,
-                        logs=o.logs, log_window=o.log_window, equivalent=o.equivalent)
+                        logs=o.logs, log_window=o.log_window, equivalent=o.equivalent,
+                        loss_tolerance=o.loss_tolerance)  # fmt: skip
         contract = (c.comparison if isinstance(c, AcceptedComparison) else c).contract
         error = None
         if o.strict and not contract.matched:
@@ -291,13 +292,13 @@ def execute(opts: Options, progress: Progress | None = None,
 
 def _run(req: Request) -> Outcome:
     o = req.options
-    if o.logs is None and (o.log_window is not None or o.equivalent):
-        given = "--log-window" if o.log_window is not None else "--equivalent"
-        raise UsageError(f"{given} applies to training logs: add --logs OFF_LOG ON_LOG")
+    if o.logs is None and (given := _log_options(o)):
+        raise UsageError(f"{given[0]} applies to training logs: add --logs OFF_LOG ON_LOG")
     skipped: list[str] = []
     mode = mode_of(req.options, skipped)
     check_not_inputs(req.options, mode.paths)
     mode.check(req.options)
+    _tolerance_needs_equivalent(o.loss_tolerance, o.equivalent)
     outcome = mode.run(req)
     if not skipped:
         return outcome
@@ -364,9 +365,20 @@ def _dask_note(req: Request) -> tuple[str, ...]:
             "process (--dask and --jobs spread many files)",)  # fmt: skip
 
 
+def _log_options(opts: Options) -> list[str]:
+    """The training-log options given (``--logs`` aside), in the order of the command line."""
+    return [n for n, v in (("--log-window", opts.log_window), ("--equivalent", opts.equivalent),
+                           ("--loss-tolerance", opts.loss_tolerance)) if v]
+
+
+def _tolerance_needs_equivalent(tolerance: float | None, equivalent: bool) -> None:
+    if tolerance is not None and not equivalent:
+        raise UsageError("--loss-tolerance applies to --equivalent: declare the change "
+                         "training-equivalent to compare losses")  # fmt: skip
+
+
 def _no_logs(opts: Options, what: str, instead: str) -> None:
-    given = [n for n, v in (("--logs", opts.logs), ("--log-window", opts.log_window),
-                            ("--equivalent", opts.equivalent)) if v]  # fmt: skip
+    given = ["--logs"] * bool(opts.logs) + _log_options(opts)
     if given:
         raise UsageError(f"{', '.join(given)}: training logs accept an A/B of two traces, not "
                          f"{what}; {instead}")  # fmt: skip
@@ -380,9 +392,7 @@ def steps_outcome(opts: StepsOptions) -> Outcome:
         if opts.output is not None and same_file(opts.output, path):
             raise UsageError(f"-o {opts.output} is the input {path}; write the report to "
                              "another file (inputs are never overwritten)")  # fmt: skip
-    if opts.loss_tolerance is not None and not opts.equivalent:
-        raise UsageError("--loss-tolerance applies to --equivalent: declare the change "
-                         "training-equivalent to compare losses")  # fmt: skip
+    _tolerance_needs_equivalent(opts.loss_tolerance, opts.equivalent)
     acc = api.accept(list(opts.logs), labels=opts.labels, window=opts.log_window,
                      equivalent=opts.equivalent, loss_tolerance=opts.loss_tolerance)
     gate = Gate.of(opts.fail_if, acc)

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from nsysmoe import api
 from nsysmoe.api import example_paths
 from nsysmoe.cli import cli
+from nsysmoe.errors import NsysmoeError
 from tests.conftest import require_shared
 
 OFF, ON = (str(p) for p in example_paths())
@@ -162,6 +164,11 @@ def test_fail_if_no_measurable_change_has_no_accepted_figure() -> None:
     (["steps", OFF_LOG, "--log-window", "9-3"], "LAST must be"),
     (["analyze", OFF, ON, "--log-window", "3-9"], "add --logs"),
     (["analyze", OFF, ON, "--equivalent"], "add --logs"),
+    (["analyze", OFF, ON, "--loss-tolerance", "0.1"], "add --logs"),
+    (["analyze", OFF, ON, "--logs", OFF_LOG, ON_LOG, "--loss-tolerance", "0.1"], "--equivalent"),
+    (["analyze", OFF, "--logs", OFF_LOG, ON_LOG, "--equivalent", "--loss-tolerance", "0.1"],
+     "--logs, --equivalent, --loss-tolerance: training logs accept an A/B"),
+    (["steps", OFF_LOG, ON_LOG, "--labels", "a"], "1 label for 2 logs"),
 ])  # fmt: skip
 def test_usage_errors_are_one_line(args: list[str], needle: str) -> None:
     r = subprocess.run([sys.executable, "-m", "nsysmoe", *args], capture_output=True, text=True,
@@ -169,6 +176,45 @@ def test_usage_errors_are_one_line(args: list[str], needle: str) -> None:
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+LM_LOSS = re.compile(r"iteration\s+(\d+)/.*\| lm loss: ([0-9.E+-]+) \|")
+
+
+@pytest.mark.parametrize("tolerance", [0.0005, 0.001])
+def test_analyze_loss_tolerance_reaches_the_acceptance(tolerance: float) -> None:
+    """--loss-tolerance on analyze --logs: the tolerance the loss difference is flagged above
+    (flagged here as a plain parse of the logs' lm loss over the windows says)."""
+    out, _ = run("analyze", OFF, ON, "--logs", OFF_LOG, ON_LOG, "--equivalent",
+                 "--loss-tolerance", str(tolerance), "--format", "json")  # fmt: skip
+    acc = json.loads(out)["acceptance"]
+    assert acc["loss_tolerance"] == tolerance and acc["equivalent"] is True
+    off, on = ({int(m.group(1)): float(m.group(2)) for m in map(LM_LOSS.search,
+               Path(p).read_text().splitlines()) if m} for p in (OFF_LOG, ON_LOG))  # fmt: skip
+    first = max(s["window"]["first"] for s in acc["sides"])
+    last = min(s["window"]["last"] for s in acc["sides"])
+    common = range(first, last + 1)
+    change = acc["changes"][0]
+    assert change["max_loss_diff"] == pytest.approx(max(abs(on[i] - off[i]) for i in common))
+    assert change["loss_flagged"] == any(abs(on[i] - off[i]) > tolerance * abs(off[i])
+                                         for i in common)  # fmt: skip
+    assert change["loss_flagged"] == (tolerance == 0.0005)  # max relative: 0.069 %
+
+
+def test_api_refuses_three_logs_for_an_ab_and_a_string_of_labels(tmp_path: Path) -> None:
+    """Before any trace is read (the traces here do not exist): compare takes two logs; a
+    string of labels is refused, not split into characters."""
+    missing = str(tmp_path / "missing.sqlite")
+    with pytest.raises(NsysmoeError, match=r"^logs: 3 training logs given; an A/B takes two"):
+        api.compare(missing, missing, logs=(OFF_LOG, ON_LOG, ON_LOG))  # type: ignore[arg-type]
+    with pytest.raises(NsysmoeError, match=r"^logs: 1 training log given"):
+        api.compare(missing, missing, logs=OFF_LOG)  # type: ignore[arg-type]
+    with pytest.raises(NsysmoeError, match=r"^labels: a list of names"):
+        api.accept([OFF_LOG, ON_LOG], labels="ab")
+    with pytest.raises(NsysmoeError, match=r"^logs: a list of training logs"):
+        api.accept(OFF_LOG)
+    with pytest.raises(NsysmoeError, match=r"^1 label for 2 logs"):
+        api.accept([OFF_LOG, ON_LOG], labels=["a"])
 
 
 def test_ladder_of_three_shared_logs() -> None:

@@ -22,6 +22,11 @@ def count(n: int | None) -> str:
     return "–" if n is None else f"{n:,}"
 
 
+def plural(n: int, noun: str) -> str:
+    """``n`` and its noun, singular for one: "1 label", "3 labels" ("1,000 logs")."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def shorten(name: str, width: int = 90) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
