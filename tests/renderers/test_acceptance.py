@@ -143,6 +143,24 @@ def test_terminal_lines_fit_100_columns() -> None:
         assert len(first_line(render(result, "markdown"))) < 100
 
 
+def test_a_long_label_is_cut_only_in_the_terminal_line() -> None:
+    """The terminal's first line fits 100 columns (the label cut); Markdown, HTML headings and
+    the page's <title> wrap, so they keep the whole label."""
+    label = "moe-hybridep-overlap-" + "x" * 60 + "-end"
+    one = Acceptance((side(label, 1.2, 1.2, (1.1, 1.3), 1.0),), (), (), False, 0.01, 0, 2000)
+    term = first_line(render(one, "terminal"))
+    assert len(term) <= 99 and label not in term and "-end" not in term
+    whole = f"{label}: median step 1,200.000 ms"
+    assert first_line(render(one, "markdown")).startswith("### " + whole)
+    page = render(one, "html", page=True)
+    assert f"<title>{whole}" in page and f"<h3>{whole}" in page
+    flat = Change(0, 1, 0.3, (-0.5, 1.1), 0.0, "no measurable change")
+    long = side("on-" + "y" * 40, 1.2, 1.2, (1.1, 1.3), 1.0)
+    acc = Acceptance((OFF, long, long), (flat, flat), (flat, flat), False, 0.01, 0, 2000)
+    assert "(±1.1 %)" not in first_line(render(acc, "terminal"))  # the short form, to fit
+    assert "no measurable change (±1.1 %), " in first_line(render(acc, "markdown"))
+
+
 def test_ladder_names_its_rung_says_the_total_and_each_config_difference() -> None:
     text = render(LADDER, "terminal")
     assert first_line(text) == ("Accepted (unprofiled, iterations 3–60, 58 steps): improvement "

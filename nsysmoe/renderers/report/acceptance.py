@@ -65,10 +65,12 @@ def _ci_ms(ci: tuple[float, float] | None) -> str:
     return "–" if ci is None else f"{seconds_ms(ci[0])} … {seconds_ms(ci[1])}"
 
 
-def _fit(label: str, rest: str) -> str:
-    """``label: rest`` within :data:`WIDTH` columns, the label cut first."""
-    room = max(8, WIDTH - len(rest) - 2)
-    return f"{shorten(label, room)}: {rest}"
+def _fit(label: str, rest: str, width: int | None) -> str:
+    """``label: rest`` within ``width`` columns, the label cut first (None: whole, where the
+    text wraps: a Markdown or HTML heading, a page's title)."""
+    if width is None:
+        return f"{label}: {rest}"
+    return f"{shorten(label, max(8, width - len(rest) - 2))}: {rest}"
 
 
 # --- the verdict ---------------------------------------------------------------------------------
@@ -93,10 +95,11 @@ def windows_phrase(sides: tuple[AcceptanceSide, ...]) -> str:
     return f"{said(spans)}, {said(steps)} steps"
 
 
-def change_verdict(acc: Acceptance, c: Change) -> str:
+def change_verdict(acc: Acceptance, c: Change, width: int | None = WIDTH) -> str:
     """A change as the first line says it: "Accepted (unprofiled, iterations 3–60, 58 steps):
     improvement -6.2 % step time"; a screen or no change says it is not accepted. A ladder's
-    line names its rung."""
+    line names its rung. Past ``width`` columns (the terminal's line; None: no limit) a
+    change not accepted says its verdict and figure without the CI."""
     window = windows_phrase((acc.sides[c.base], acc.sides[c.to]))
     rung = "" if len(acc.sides) < 3 else (
         f", {acc.sides[c.base].label} → {acc.sides[c.to].label}")  # fmt: skip
@@ -106,13 +109,14 @@ def change_verdict(acc: Acceptance, c: Change) -> str:
                 f"time{rung}")  # fmt: skip
     why = f" (a window needs {SCREEN_MIN_STEPS} steps)" if c.verdict == "too few steps" else ""
     line = f"Not accepted (unprofiled, {window}): {c.sentence}{why}{rung}"
-    if len(line) > WIDTH and c.median_step_pct is not None:  # the whole sentence follows
+    if width is not None and len(line) > width and c.median_step_pct is not None:
         line = f"Not accepted (unprofiled, {window}): {c.verdict} ({c.median_step_pct:+.1f} %)"
     return line
 
 
-def side_verdict(s: AcceptanceSide) -> str:
-    """One log's first line: its median step with the mean's 95 % CI, and its grade."""
+def side_verdict(s: AcceptanceSide, width: int | None = WIDTH) -> str:
+    """One log's first line: its median step with the mean's 95 % CI, and its grade; the label
+    cut to fit ``width`` columns (None: whole)."""
     if s.median_step_s is None and s.median_tokens_per_s is not None:
         rest = (f"median {number(s.median_tokens_per_s)} tokens/s/GPU (no step time logged); "
                 f"{s.window.grade}")  # fmt: skip
@@ -121,7 +125,7 @@ def side_verdict(s: AcceptanceSide) -> str:
         spread = "" if ci is None else f", 95 % CI {_ci_ms(ci)}"
         rest = (f"median step {seconds_ms(s.median_step_s)} ms (mean "
                 f"{seconds_ms(s.mean_step_s)}{spread} ms); {s.window.grade}")  # fmt: skip
-    return _fit(s.label, rest)
+    return _fit(s.label, rest, width)
 
 
 def change_line(acc: Acceptance, c: Change, against: str = "") -> str:
@@ -235,10 +239,19 @@ def config_table(acc: Acceptance) -> Table | None:
                  (False,) * len(header))  # fmt: skip
 
 
+def verdict_heading(acc: Acceptance) -> Heading:
+    """The report's first line: the headline change's verdict, else the one log's summary; in
+    the terminal fitted to one line, in Markdown and HTML whole (a heading wraps)."""
+    def said(width: int | None) -> str:
+        head = acc.headline
+        return change_verdict(acc, head, width) if head else side_verdict(acc.sides[0], width)
+
+    return Heading(said(None), terminal=said(WIDTH))
+
+
 def document(acc: Acceptance) -> Document:
     """``nsysmoe steps``: the verdict first, the table, the changes, health, the sources."""
-    head = change_verdict(acc, acc.headline) if acc.headline else side_verdict(acc.sides[0])
-    blocks: list[Block] = [Heading(head, terminal=head)]
+    blocks: list[Block] = [verdict_heading(acc)]
     if acc.headline and len(acc.sides) > 2:
         blocks.append(Lines((change_line(acc, acc.vs_base[-1], " (against the base)"),)))
     blocks += _measured(acc)
@@ -267,7 +280,6 @@ def bundle_head(ac: AcceptedComparison) -> list[Block]:
     """The accepted verdict, its CI and what the profile explains, the profiling overhead."""
     acc, link = ac.acceptance, ac.link
     change = acc.headline
-    head = change_verdict(acc, change) if change else side_verdict(acc.sides[0])
     lines = [change_line(acc, change)] if change else []
     lines.append(link.sentence)
     off, on = (signed(p) for p in link.overhead_pct)
@@ -277,7 +289,7 @@ def bundle_head(ac: AcceptedComparison) -> list[Block]:
     if link.overhead_warning:
         warning = link.overhead_warning
         lines.append(warning if warning.startswith("WARNING") else f"WARNING: {warning}")
-    return [Heading(head, terminal=head), Lines(tuple(lines))]
+    return [verdict_heading(acc), Lines(tuple(lines))]
 
 
 def change_blocks(ac: AcceptedComparison) -> list[Block]:
