@@ -27,10 +27,11 @@ ACCEPTANCE_SCHEMA = ("nsysmoe.acceptance", 1)
 ACCEPT_MIN_RUN = 50
 #: ... and a window of fewer post-warm-up iterations than this is not even a screen
 SCREEN_MIN_STEPS = 6
-#: The smallest change of the median step a verdict accepts, in %: the bootstrap resamples one
-#: run's iterations, so its CI cannot show run-to-run variation (another node, its thermal
-#: state, another data order), by which two runs of one configuration differ by about a
-#: percent. A change whose CI excludes 0 but that is within this floor is no measurable change
+#: The run-to-run floor, in %: the bootstrap resamples one run's iterations, so its CI cannot
+#: show run-to-run variation (another node, its thermal state, another data order), by which
+#: two runs of one configuration differ by about a percent. A verdict accepts a change only
+#: where the whole 95 % CI of the median step change lies beyond it (high < -1 % or low > +1 %);
+#: a change whose CI excludes 0 but reaches within the floor is no measurable change
 #: (Megatron-LM CI's dp-last-cp2 pair: -0.7 %, CI -1.1 … -0.3 %). The profile A/B's verdicts
 #: use the same 1 % at least (nsysmoe.ab.verdict.MIN_NOISE).
 MIN_CHANGE_PCT = 1.0
@@ -39,9 +40,9 @@ MIN_CHANGE_PCT = 1.0
 #: verdicts screen candidates, they accept nothing); "too few": under SCREEN_MIN_STEPS steps
 Grade = Literal["acceptance", "screening", "too few"]
 WindowWhy = Literal["declared", "warm-up detected", "whole log"]
-#: "accepted improvement" / "accepted regression" only where the CI of the change excludes 0 and
-#: the change exceeds MIN_CHANGE_PCT on runs graded "acceptance"; "screened ..." on shorter
-#: runs; otherwise no measurable change
+#: "accepted improvement" / "accepted regression" only where the whole CI of the change lies
+#: beyond ±MIN_CHANGE_PCT on runs graded "acceptance"; "screened ..." on shorter runs;
+#: otherwise no measurable change
 ChangeVerdict = Literal["accepted improvement", "accepted regression", "screened improvement",
                         "screened regression", "no measurable change", "too few steps"]  # fmt: skip
 
@@ -61,7 +62,9 @@ class LogWindow:
     """Which samples of a log were measured, and why: ``first``/``last`` iteration covered,
     ``steps`` (iterations the samples cover, a sample of a k-iteration log interval counting
     k), ``samples``, ``log_interval`` (iterations between samples), ``warmup`` (samples left
-    out before it as warm-up), ``run_iterations`` (the last iteration the log reached),
+    out before it as warm-up), ``run_iterations`` (the iterations the log's run covers, from its
+    first logged sample's first iteration to its last: a run resumed at iteration 1001 that
+    logged 10 lines is a 10-iteration run),
     ``grade`` and a ``description`` every report shows as it is."""
 
     first: int | None
@@ -85,8 +88,9 @@ class LogWindow:
 @dataclass(frozen=True)
 class AcceptanceSide:
     """One log's steady window: step time (median, mean and the mean's bootstrap 95 % CI, in
-    seconds), model TFLOP/s per GPU, health, and where the numbers came from (``rank``: whose
-    lines were used where several ranks logged; ``notes``: what the reader skipped, counted).
+    seconds), model TFLOP/s per GPU (median, mean and the mean's 95 % CI), health, and where
+    the numbers came from (``rank``: whose lines were used where several ranks logged;
+    ``notes``: what the reader skipped, counted).
     ``metric`` says what the step-time figures are: "step time" as logged, or "time per token"
     (1 / tokens per second, where only throughput is logged: proportional to step time at a
     fixed batch; ``median_step_s`` is then null and changes are still step-time changes)."""
@@ -109,14 +113,17 @@ class AcceptanceSide:
     config: tuple[tuple[str, str], ...]  # the training arguments the log recorded, sorted
     notes: tuple[str, ...]
     samples: pl.DataFrame  # the window's samples (SAMPLE_SCHEMA)
+    mean_tflops: float | None = None  # None: no TFLOP/s logged in the window
+    ci95_mean_tflops: tuple[float, float] | None = None  # None: fewer than 2 TFLOP/s samples
 
     def to_dict(self) -> dict[str, object]:
-        ci = self.ci95_mean_step_s
+        ci, tci = self.ci95_mean_step_s, self.ci95_mean_tflops
         return {"label": self.label, "path": self.path, "format": self.format,
                 "rank": self.rank, "window": self.window.to_dict(), "metric": self.metric,
                 "median_step_s": self.median_step_s, "mean_step_s": self.mean_step_s,
                 "ci95_mean_step_s": None if ci is None else list(ci),
-                "median_tflops": self.median_tflops,
+                "median_tflops": self.median_tflops, "mean_tflops": self.mean_tflops,
+                "ci95_mean_tflops": None if tci is None else list(tci),
                 "median_tokens_per_s": self.median_tokens_per_s,
                 "loss_finite": self.loss_finite, "skipped_iterations": self.skipped_iterations,
                 "nan_iterations": self.nan_iterations,
@@ -127,9 +134,10 @@ class AcceptanceSide:
 @dataclass(frozen=True)
 class Change:
     """Side ``to`` against side ``base`` (indices into :attr:`Acceptance.sides`): the relative
-    difference of the median step times in % with its bootstrap 95 % CI, the TFLOP/s change,
-    the verdict, and — for a change declared training-equivalent — the largest per-iteration
-    loss difference over the iterations both windows hold, flagged above the tolerance."""
+    difference of the median step times in % with its bootstrap 95 % CI, the median TFLOP/s
+    change with its CI, the verdict, and — for a change declared training-equivalent — the
+    largest per-iteration loss difference over the iterations both windows hold, flagged above
+    the tolerance."""
 
     base: int
     to: int
@@ -139,27 +147,31 @@ class Change:
     verdict: ChangeVerdict
     max_loss_diff: float | None = None  # None: not declared equivalent, or no common loss
     loss_flagged: bool = False
+    ci95_median_tflops_pct: tuple[float, float] | None = None
 
     @property
     def sentence(self) -> str:
         """The verdict with its figure: "accepted improvement: −15.1 % step time (95 % CI
-        −15.9 … −14.3 %)", or "no measurable change (±0.8 %)"."""
+        −15.9 … −14.3 %)", "no measurable change (±0.8 %)" where the CI includes 0, or "no
+        measurable change (−1.2 %; its 95 % CI does not clear the 1 % run-to-run floor)"."""
         pct, ci = self.median_step_pct, self.ci95_median_step_pct
         if pct is None or ci is None:
             return self.verdict
         if self.verdict == "no measurable change" and ci[0] <= 0 <= ci[1]:
             return f"no measurable change (±{max(abs(ci[0]), abs(ci[1])):.1f} %)"
-        if self.verdict == "no measurable change":  # the CI excludes 0, the floor does not
-            return (f"no measurable change ({pct:+.1f} %, under the {MIN_CHANGE_PCT:g} % "
-                    "run-to-run floor)")  # fmt: skip
+        if self.verdict == "no measurable change":  # the CI excludes 0, not the floor
+            return (f"no measurable change ({pct:+.1f} %; its 95 % CI does not clear the "
+                    f"{MIN_CHANGE_PCT:g} % run-to-run floor)")  # fmt: skip
         return (f"{self.verdict}: {pct:+.1f} % step time (95 % CI {ci[0]:+.1f} … "
                 f"{ci[1]:+.1f} %)")  # fmt: skip
 
     def to_dict(self) -> dict[str, object]:
-        ci = self.ci95_median_step_pct
+        ci, tci = self.ci95_median_step_pct, self.ci95_median_tflops_pct
         return {"base": self.base, "to": self.to, "median_step_pct": self.median_step_pct,
                 "ci95_median_step_pct": None if ci is None else list(ci),
-                "median_tflops_pct": self.median_tflops_pct, "verdict": self.verdict,
+                "median_tflops_pct": self.median_tflops_pct,
+                "ci95_median_tflops_pct": None if tci is None else list(tci),
+                "verdict": self.verdict,
                 "sentence": self.sentence, "max_loss_diff": self.max_loss_diff,
                 "loss_flagged": self.loss_flagged}  # fmt: skip
 
@@ -185,15 +197,18 @@ class Acceptance:
         return self.changes[-1] if self.changes else None
 
     def to_polars(self) -> pl.DataFrame:
-        """One row per side: label, window, steps, samples, medians, CI, health."""
+        """One row per side: label, window, steps, samples, medians, means, CIs, health."""
         rows = []
         for s in self.sides:
             ci = s.ci95_mean_step_s or (None, None)
+            tci = s.ci95_mean_tflops or (None, None)
             rows.append({"label": s.label, "first": s.window.first, "last": s.window.last,
                          "steps": s.window.steps, "samples": s.window.samples,
                          "grade": s.window.grade, "median_step_s": s.median_step_s,
                          "mean_step_s": s.mean_step_s, "ci95_low_s": ci[0],
                          "ci95_high_s": ci[1], "median_tflops": s.median_tflops,
+                         "mean_tflops": s.mean_tflops, "ci95_low_tflops": tci[0],
+                         "ci95_high_tflops": tci[1],
                          "loss_finite": s.loss_finite,
                          "skipped_iterations": s.skipped_iterations,
                          "nan_iterations": s.nan_iterations,
@@ -206,10 +221,13 @@ class Acceptance:
         for kind, changes in (("previous", self.changes), ("base", self.vs_base)):
             for c in changes:
                 ci = c.ci95_median_step_pct or (None, None)
+                tci = c.ci95_median_tflops_pct or (None, None)
                 rows.append({"against": kind, "base": self.sides[c.base].label,
                              "to": self.sides[c.to].label, "median_step_pct": c.median_step_pct,
                              "ci95_low_pct": ci[0], "ci95_high_pct": ci[1],
-                             "median_tflops_pct": c.median_tflops_pct, "verdict": c.verdict,
+                             "median_tflops_pct": c.median_tflops_pct,
+                             "ci95_tflops_low_pct": tci[0], "ci95_tflops_high_pct": tci[1],
+                             "verdict": c.verdict,
                              "max_loss_diff": c.max_loss_diff})  # fmt: skip
         return pl.DataFrame(rows, infer_schema_length=None)
 

@@ -5,15 +5,18 @@ Each log's window is declared (iterations ``first``–``last``) or found by the 
 rule (:func:`nsysmoe.measure.window.warmup_count`) on its step-time samples, and graded by the
 seeds' rule (a winner needs a run of 50 iterations; 6 or more post-warm-up steps only screen).
 Statistics are over *samples*, each weighing once: a line averaging a log interval of k
-iterations is one sample of k iterations, never k steps. Confidence intervals are percentile
-bootstraps over samples with a fixed seed (the same logs give the same figures), vectorised and
-chunked so memory stays bounded on long logs.
+iterations is one sample of k iterations, never k steps; a sample without a finite positive
+metric is left out and counted. Confidence intervals are percentile bootstraps over samples with
+a fixed seed (the same logs give the same figures): up to :data:`EXACT_MAX` samples by
+resampling, vectorised and chunked so memory stays bounded; above it the resamples' medians are
+drawn exactly from order statistics (O(resamples) after one sort) and the mean's CI is the
+normal one, so a log of millions of samples takes seconds, not minutes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -47,18 +50,28 @@ RESAMPLES = 2000
 SEED = 0
 #: elements of one resample chunk (indices and values): bounds the bootstrap's memory
 CHUNK = 1 << 20
+#: the most samples a side is bootstrapped by resampling (resamples × samples draws); above it
+#: the medians come from order statistics and the mean's CI from the normal approximation
+EXACT_MAX = 20_000
+#: the standard normal's 97.5 % quantile
+Z975 = 1.959963984540054
+#: a side's note where the logs share no steady iteration
+APART = "the logs share no steady iterations: each is measured on its own window"
 FORCED = "--moe-router-force-load-balancing"
 
 
 @dataclass(frozen=True)
 class _Measured:
     """One log's window rows (all rows inside it), its metric samples and their bootstrap
-    medians (empty with fewer than 2 samples), drawn once for every change the side is in."""
+    medians (empty with fewer than 2 samples), drawn once for every change the side is in, and
+    the same for its TFLOP/s samples."""
 
     side: AcceptanceSide
     rows: pl.DataFrame
     values: np.ndarray
     medians: np.ndarray
+    tflops: np.ndarray = field(default_factory=lambda: np.empty(0))
+    tflops_medians: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
 def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
@@ -71,8 +84,9 @@ def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
     per-iteration losses are compared within ``loss_tolerance``, relative).
 
     Per side: the plain median and mean over the window's samples (each sample weighs once,
-    whatever iterations it covers) and the mean's 95 % CI; per change: the relative change of
-    the medians in % and its 95 % CI, both sides' samples resampled independently."""
+    whatever iterations it covers) and the mean's 95 % CI, for step time and TFLOP/s; per
+    change: the relative change of the medians in % and its 95 % CI, both sides' samples
+    resampled independently."""
     if not logs:
         raise NsysmoeError("no training logs given; pass one log per configuration")
     if len(labels) != len(logs):
@@ -86,7 +100,8 @@ def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
             )
     streams = np.random.SeedSequence(seed).spawn(len(logs))
     common = None if window is not None else _common(logs, metrics)
-    measured = [_side(log, label, metric, window, resamples, stream, equivalent, common)
+    apart = window is None and len(logs) > 1 and common is None
+    measured = [_side(log, label, metric, window, resamples, stream, equivalent, common, apart)
                 for log, label, metric, stream in zip(logs, labels, metrics, streams,
                                                       strict=True)]  # fmt: skip
     pairs = [(j, j + 1) for j in range(len(logs) - 1)]
@@ -98,14 +113,24 @@ def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
 
 
 def _metric(log: TrainingLog) -> str:
-    """"step time" where the log has step times, else "time per token" (1 / tokens/s)."""
+    """"step time" where the log has finite positive step times, else "time per token"
+    (1 / tokens/s) where it has finite positive tokens/s."""
     table = log.table
-    if table.get_column("step_s").drop_nulls().len():
-        return "step time"
-    if table.get_column("tokens_per_s").drop_nulls().len():
-        return "time per token"
-    raise NsysmoeError(f"{log.path}: no step time or tokens/s in any of its {table.height} "
-                       "samples; pass a log that records the iteration time")  # fmt: skip
+    for metric in ("step time", "time per token"):
+        if _kept(table, metric).height:
+            return metric
+    logged = [(n, name) for column, name in (("step_s", "step times"),
+                                             ("tokens_per_s", "tokens/s"))
+              if (n := table.get_column(column).drop_nulls().len())]  # fmt: skip
+    if not logged:
+        raise NsysmoeError(f"{log.path}: no step time or tokens/s in any of its {table.height} "
+                           "samples; pass a log that records the iteration time")  # fmt: skip
+    what = " and ".join(f"{n} logged {name}" for n, name in logged)
+    raise NsysmoeError(
+        f"{log.path}: no finite positive step time or tokens/s in any of its {table.height} "
+        f"samples (its {what} are all inf, NaN, zero or negative); pass a log whose "
+        "iterations were timed"
+    )
 
 
 def _what(metric: str) -> str:
@@ -118,6 +143,42 @@ def _values(frame: pl.DataFrame, metric: str) -> pl.Series:
     return 1.0 / frame.get_column("tokens_per_s")
 
 
+def _kept(frame: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """The rows with a finite positive metric (inf, NaN, 0 and negative values are no time)."""
+    values = _values(frame, metric)
+    return frame.filter(values.is_finite() & (values > 0))
+
+
+def _left_out(table: pl.DataFrame, metric: str) -> list[str]:
+    """The notes counting samples left out for a non-finite or a zero or negative metric, in
+    the log's own unit (tokens/s where the metric is time per token)."""
+    stepped = metric == "step time"
+    raw = table.get_column("step_s" if stepped else "tokens_per_s").drop_nulls()
+    infinite = int((~raw.is_finite()).sum())
+    negative = int((raw.is_finite() & (raw <= 0)).sum())
+    notes = []
+    if infinite:
+        what = "a non-finite step time" if stepped else "non-finite tokens/s"
+        notes.append(f"{infinite} {_plural(infinite, 'sample')} with {what} left out")
+    if negative:
+        what = "a zero or negative step time" if stepped else "zero or negative tokens/s"
+        notes.append(f"{negative} {_plural(negative, 'sample')} with {what} left out")
+    return notes
+
+
+def _run(log: TrainingLog) -> tuple[int, int]:
+    """The first iteration the log's run covers and how many it covers to its last sample: a
+    mean sample covers its ``iterations``; a point sample, one logged every ``log_interval``,
+    stands for the iterations since the one before, so a first point sample at iteration 5 of a
+    5-interval log is a run from iteration 1 (never before 1)."""
+    table = log.table
+    span = (pl.col("iterations").fill_null(1) if log.sampling == "mean"
+            else pl.lit(log.log_interval))  # fmt: skip
+    first = table.select((pl.col("iteration") - span + 1).min()).item()
+    first = max(1, int(first))
+    return first, int(table.get_column("iteration").max()) - first + 1  # type: ignore[arg-type]
+
+
 def _inside(frame: pl.DataFrame, first: int, last: int) -> pl.DataFrame:
     """The rows whose every covered iteration lies in [first, last]."""
     start = pl.col("iteration") - pl.col("iterations").fill_null(1) + 1
@@ -125,9 +186,9 @@ def _inside(frame: pl.DataFrame, first: int, last: int) -> pl.DataFrame:
 
 
 def _steady(log: TrainingLog, metric: str) -> tuple[pl.DataFrame, pl.DataFrame, Warmup]:
-    """A log's samples with a finite metric, those after its detected warm-up, and the rule's
-    decision."""
-    sampled = log.table.filter(_values(log.table, metric).is_finite())
+    """A log's samples with a finite positive metric, those after its detected warm-up, and the
+    rule's decision."""
+    sampled = _kept(log.table, metric)
     warm = warmup_count(_values(sampled, metric).to_numpy())
     return sampled, sampled.slice(warm.skipped), warm
 
@@ -155,14 +216,13 @@ def _common(logs: Sequence[TrainingLog], metrics: Sequence[str]) -> tuple[int, i
 
 def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] | None,
           resamples: int, stream: np.random.SeedSequence, equivalent: bool,
-          common: tuple[int, int] | None = None) -> _Measured:  # fmt: skip
+          common: tuple[int, int] | None = None, apart: bool = False) -> _Measured:  # fmt: skip
     table = log.table
-    sampled = table.filter(_values(table, metric).is_finite())
-    notes = list(log.notes)
-    if bad := _values(table, metric).drop_nulls().len() - sampled.height:
-        notes.append(f"{bad} {_plural(bad, 'sample')} with a non-finite {metric} left out")
-    run = table.get_column("iteration").max()
-    run_iterations = None if run is None else int(run)  # type: ignore[arg-type]
+    sampled = _kept(table, metric)
+    notes = list(log.notes) + _left_out(table, metric)
+    if apart:
+        notes.append(APART)
+    run_first, run_iterations = _run(log)
     if declared is not None:
         samples = _inside(sampled, *declared)
         if samples.height == 0:
@@ -192,7 +252,7 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
     steps = int(samples.get_column("iterations").fill_null(1).sum())
     grade = _grade(steps, run_iterations)
     description = _describe(log, first, last, declared, samples.height, steps, why, how,
-                            grade, run_iterations)  # fmt: skip
+                            grade, run_iterations, run_first)  # fmt: skip
     lw = LogWindow(first, last, steps, samples.height, log.log_interval, why,  # type: ignore[arg-type]
                    skipped, run_iterations, grade, description)  # fmt: skip
     values = _values(samples, metric).to_numpy().astype(np.float64)
@@ -203,24 +263,25 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
         notes.append(f"{len(values)} sample in the window: no confidence interval")
     if equivalent and _forced(log.config):
         notes.append(f"{FORCED} true: benchmark-only, its losses are not compared")
-    mean_ci, medians = None, np.empty(0)
-    if len(values) >= 2:
-        means, medians = _bootstrap(values, np.random.Generator(np.random.PCG64(stream)),
-                                    resamples)  # fmt: skip
-        mean_ci = _percentiles(means)
+    rng = np.random.Generator(np.random.PCG64(stream))
+    mean_ci, medians = _draw(values, rng, resamples)  # the step times' draws first, as before
+    tflops = _positive(rows, "tflops")
+    tflops_ci, tflops_medians = _draw(tflops, rng, resamples)
     stepped = metric == "step time"
     side = AcceptanceSide(
         label=label, path=log.path, format=log.format, rank=log.rank, window=lw, metric=metric,  # type: ignore[arg-type]
         median_step_s=float(np.median(values)) if stepped else None,
         mean_step_s=float(np.mean(values)) if stepped else None,
         ci95_mean_step_s=mean_ci if stepped else None,
-        median_tflops=_median(rows, "tflops"), median_tokens_per_s=_median(rows, "tokens_per_s"),
+        median_tflops=_median_of(tflops),
+        median_tokens_per_s=_median_of(_positive(rows, "tokens_per_s")),
         loss_finite=_finite(rows), skipped_iterations=_sum(rows, "skipped"),
         nan_iterations=_sum(rows, "nan"), peak_memory_bytes=_peak(log),
         config=tuple(sorted(log.config.items())), notes=tuple(notes),
         samples=samples.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]),
+        mean_tflops=float(np.mean(tflops)) if len(tflops) else None, ci95_mean_tflops=tflops_ci,
     )  # fmt: skip
-    return _Measured(side, rows, values, medians)
+    return _Measured(side, rows, values, medians, tflops, tflops_medians)
 
 
 def _has(sampled: pl.DataFrame, log: TrainingLog) -> str:
@@ -244,9 +305,10 @@ def _plural(n: int, word: str) -> str:
 
 def _describe(log: TrainingLog, first: int, last: int, declared: tuple[int, int] | None,
               samples: int, steps: int, why: str, how: str, grade: Grade,
-              run: int | None) -> str:  # fmt: skip
+              run: int, run_first: int = 1) -> str:  # fmt: skip
     """The window in one sentence: which iterations, why, how many steps in how many samples
-    (and what a sample is), and the grade the seeds' rule gives it."""
+    (and what a sample is), and the grade the seeds' rule gives it (and where a resumed run
+    began: its length is what the rule grades)."""
     if declared is None:
         where = f"iterations {first}–{last}"
     elif (first, last) == declared:
@@ -264,19 +326,28 @@ def _describe(log: TrainingLog, first: int, last: int, declared: tuple[int, int]
         count += f", {how}"
     elif why == "whole log":
         where += f" ({how})"
+    resumed = f"resumed at iteration {run_first}" if run_first > 1 else ""
     if grade == "acceptance":
-        rule = f"acceptance: {steps} steps of a {run}-iteration run"
+        rule = f"acceptance: {steps} steps of a {run}-iteration run" + (
+            f" {resumed}" if resumed else "")
     elif grade == "screening":
-        rule = (f"screening: {steps} steps (the run reached {run} iterations; acceptance "
-                f"needs {ACCEPT_MIN_RUN})")  # fmt: skip
+        reach = (f"the run covers {run} iterations, {resumed}" if resumed
+                 else f"the run reached {run} iterations")  # fmt: skip
+        rule = f"screening: {steps} steps ({reach}; acceptance needs {ACCEPT_MIN_RUN})"
     else:
-        rule = f"too few: {steps} {_plural(steps, 'step')} (screening needs {SCREEN_MIN_STEPS})"
+        rule = f"too few: {steps} {_plural(steps, 'step')} (screening needs {SCREEN_MIN_STEPS}"
+        rule += f"; the run {resumed})" if resumed else ")"
     return f"{where}: {count}; {rule}"
 
 
-def _median(rows: pl.DataFrame, column: str) -> float | None:
-    values = rows.get_column(column).drop_nulls().drop_nans()
-    return float(values.median()) if values.len() else None  # type: ignore[arg-type]
+def _positive(rows: pl.DataFrame, column: str) -> np.ndarray:
+    """The column's finite positive values, in order (a 0 or negative rate measures nothing)."""
+    values = rows.get_column(column).drop_nulls().to_numpy().astype(np.float64)
+    return values[np.isfinite(values) & (values > 0)]
+
+
+def _median_of(values: np.ndarray) -> float | None:
+    return float(np.median(values)) if len(values) else None
 
 
 def _sum(rows: pl.DataFrame, column: str) -> int | None:
@@ -299,6 +370,42 @@ def _peak(log: TrainingLog) -> int | None:
 def _forced(config: dict[str, str]) -> bool:
     value = config.get(FORCED)
     return value is not None and (value.strip() == "" or is_true(value))
+
+
+def _draw(values: np.ndarray, rng: np.random.Generator,
+          resamples: int) -> tuple[tuple[float, float] | None, np.ndarray]:  # fmt: skip
+    """The mean's 95 % CI and ``resamples`` bootstrap medians of ``values`` (None and none with
+    fewer than 2): by resampling up to :data:`EXACT_MAX` values, above it by order statistics
+    and the normal approximation (resampling costs resamples × values draws)."""
+    if len(values) < 2:
+        return None, np.empty(0)
+    if len(values) <= EXACT_MAX:
+        means, medians = _bootstrap(values, rng, resamples)
+        return _percentiles(means), medians
+    mean = float(np.mean(values))
+    half = Z975 * float(np.std(values, ddof=1)) / np.sqrt(len(values))
+    return (mean - half, mean + half), order_medians(np.sort(values), rng, resamples)
+
+
+def order_medians(ordered: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``resamples`` medians of resamples (with replacement) of the sorted ``ordered``, drawn
+    exactly in O(resamples): a resample's m-th order statistic is F_n^-1(U_(m)), U_(m) ~
+    Beta(m, n-m+1) the m-th of n uniforms; for even n the median is the mean of the m-th and
+    (m+1)-th, U_(m+1) = U_(m) + (1 - U_(m)) · Beta(1, n-m) (the least of the n-m uniforms above
+    U_(m))."""
+    n = len(ordered)
+    m = (n + 1) // 2  # odd n: the middle; even n: the lower of the middle two
+    u = rng.beta(m, n - m + 1, resamples)
+    low = ordered[_quantile_index(u, n)]
+    if n % 2:
+        return low
+    upper = u + (1 - u) * rng.beta(1, n - m, resamples)
+    return (low + ordered[_quantile_index(upper, n)]) / 2
+
+
+def _quantile_index(u: np.ndarray, n: int) -> np.ndarray:
+    """F_n^-1(u) as an index into the sorted values: the ceil(n·u)-th smallest."""
+    return np.clip(np.ceil(u * n).astype(np.int64) - 1, 0, n - 1)
 
 
 def _bootstrap(values: np.ndarray, rng: np.random.Generator,
@@ -339,25 +446,39 @@ def _change(measured: list[_Measured], base: int, to: int, equivalent: bool,
     (each side resampled independently: its own stream of the seed), the verdict and, for a
     declared-equivalent change, the largest per-iteration loss difference."""
     b, t = measured[base], measured[to]
-    pct = ci = None
-    if len(b.values) and len(t.values):
-        pct = 100.0 * (float(np.median(t.values)) / float(np.median(b.values)) - 1)
-    if len(b.medians) and len(t.medians):
-        ci = _percentiles(100.0 * (t.medians / b.medians - 1))
-    tb, tt = b.side.median_tflops, t.side.median_tflops
-    tflops_pct = 100.0 * (tt / tb - 1) if tb and tt is not None else None
+    pct = _relative(t.values, b.values)
+    ci = _relative_ci(t.medians, b.medians)
+    tflops_pct = _relative(t.tflops, b.tflops)
+    tflops_ci = _relative_ci(t.tflops_medians, b.tflops_medians)
     grades = (b.side.window.grade, t.side.window.grade)
     diff, flagged = None, False
     if equivalent and not (_forced(dict(b.side.config)) or _forced(dict(t.side.config))):
         diff, flagged = _loss_diff(b.rows, t.rows, tolerance)
-    return Change(base, to, pct, ci, tflops_pct, _verdict(pct, ci, grades), diff, flagged)
+    return Change(base, to, pct, ci, tflops_pct, _verdict(pct, ci, grades), diff, flagged,
+                  tflops_ci)  # fmt: skip
+
+
+def _relative(to: np.ndarray, base: np.ndarray) -> float | None:
+    """The medians' relative change in %; None without samples or with a base median of 0."""
+    if not len(to) or not len(base) or not (b := float(np.median(base))):
+        return None
+    return 100.0 * (float(np.median(to)) / b - 1)
+
+
+def _relative_ci(to: np.ndarray, base: np.ndarray) -> tuple[float, float] | None:
+    """The 95 % CI of the bootstrap medians' relative change in %; None without draws or where a
+    base draw is 0."""
+    if not len(to) or not len(base) or not base.all():
+        return None
+    return _percentiles(100.0 * (to / base - 1))
 
 
 def _verdict(pct: float | None, ci: tuple[float, float] | None,
              grades: tuple[Grade, Grade]) -> ChangeVerdict:  # fmt: skip
+    """Accepted (or screened) only where the whole CI lies beyond the run-to-run floor."""
     if "too few" in grades or pct is None or ci is None:
         return "too few steps"
-    if ci[0] <= 0 <= ci[1] or abs(pct) <= MIN_CHANGE_PCT:
+    if not (ci[1] < -MIN_CHANGE_PCT or ci[0] > MIN_CHANGE_PCT):
         return "no measurable change"
     better = ci[1] < 0
     if grades == ("acceptance", "acceptance"):

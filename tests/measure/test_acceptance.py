@@ -147,15 +147,16 @@ def test_dp_last_is_no_measurable_change() -> None:
     """dp-last-cp2 is the shared near-null change. On iterations 41–50 the CI of the change
     includes 0. On the whole steady window (iterations 3/4–50) the on side is faster in nearly
     every iteration and the medians' −0.7 % has a CI that excludes 0 — within one run's noise
-    a difference, but under the run-to-run floor (MIN_CHANGE_PCT) no bootstrap over one run
-    can see: still no measurable change, and the sentence says why."""
+    a difference, but its CI does not clear the run-to-run floor (MIN_CHANGE_PCT) no bootstrap
+    over one run can see: still no measurable change, and the sentence says why."""
     verdict, pct, (low, high) = verdicts("dp-last-cp2", (41, 50))
     assert verdict == "no measurable change" and low < 0 < high
     verdict, pct, (low, high) = verdicts("dp-last-cp2")
     assert verdict == "no measurable change" and round(pct, 1) == -0.7 and -1.5 < low < high < 0
     acc = accept([read_log(p) for p in pair("dp-last-cp2")], ["off", "on"])
     said = acc.changes[0].sentence
-    assert said == "no measurable change (-0.7 %, under the 1 % run-to-run floor)"
+    assert said == ("no measurable change (-0.7 %; its 95 % CI does not clear the 1 % "
+                    "run-to-run floor)")  # fmt: skip
 
 
 def test_equivalent_pairs_compare_losses() -> None:
