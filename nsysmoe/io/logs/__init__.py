@@ -2,6 +2,9 @@
 
 :func:`read_log` sniffs the format by content, not by suffix, and turns every bad input into one
 line (:class:`nsysmoe.errors.NsysmoeError`). Files are opened read-only and never changed.
+Every log passes one gate on its way out, :func:`redacted`, as every trace passes
+:func:`nsysmoe.io.redact.redact_trace`: a log's arguments can hold credentials (``--hf-token``,
+a ``s3://user:pass@`` data path) and a report is pasted into public reviews.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -22,8 +26,9 @@ from nsysmoe.io.logs.schema import LOG_SCHEMA, LogFormat, Sampling, TrainingLog
 from nsysmoe.io.logs.table import looks_like_csv, looks_like_jsonl, read_table
 from nsysmoe.io.logs.torchtitan import HEADER as TORCHTITAN_HEADER
 from nsysmoe.io.logs.torchtitan import read_torchtitan
+from nsysmoe.io.redact import redact, redact_text
 
-__all__ = ["LOG_SCHEMA", "LogFormat", "Sampling", "TrainingLog", "read_log"]
+__all__ = ["LOG_SCHEMA", "LogFormat", "Sampling", "TrainingLog", "read_log", "redacted"]
 
 #: how much of a file the sniffing reads
 HEAD_BYTES = 64 * 1024
@@ -37,8 +42,23 @@ def read_log(path: str | os.PathLike[str]) -> TrainingLog:
     """Read a training log of any supported format, sniffed from its first bytes: a Megatron
     metrics JSON, a Megatron-LM / Megatron-Bridge console log, torchtitan step lines, or a
     CSV / JSONL of ``step, step_time_s``. Raises :class:`NsysmoeError` (one line, path first)
-    for a missing, unreadable, empty or binary file and for one with no training iterations."""
-    file = Path(path)
+    for a missing, unreadable, empty or binary file and for one with no training iterations.
+    Secrets in the log's arguments and notes are redacted (:func:`redacted`)."""
+    return redacted(_read(Path(path)))
+
+
+def redacted(log: TrainingLog) -> TrainingLog:
+    """``log`` with every secret its arguments and notes can be seen to hold redacted, by the
+    rules traces follow (:mod:`nsysmoe.io.redact`): the value of an argument named like a
+    credential (``--hf-token``, ``--db-password``), and inside any value or note a URL's user
+    info, a token's shape, a ``Bearer`` value, a ``key=value`` pair named like a credential.
+    Ordinary arguments (``--moe-token-dispatcher-type``, ``--tokenizer-model``) stay readable."""
+    config = {redact_text(key): redact(key, value) for key, value in log.config.items()}
+    return replace(log, config=config, notes=tuple(redact_text(note) for note in log.notes))
+
+
+def _read(file: Path) -> TrainingLog:
+    """The log read by the reader its first bytes name."""
     head = _head(file)
     text = head.decode("utf-8", errors="replace")
     if looks_like_metrics_json(text):
