@@ -5,6 +5,7 @@ and chunk boundaries anywhere."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -168,3 +169,98 @@ def test_nan_loss_and_grad_norm(tmp_path: Path) -> None:
     row = read_log(path).table.row(0, named=True)
     assert row["grad_norm"] != row["grad_norm"] and row["nan"] == 1
     assert isinstance(read_log(path).table, pl.DataFrame)
+
+
+STEP_MS = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*elapsed time per iteration \(ms\): ([-\d.]+)")
+
+
+def _plain(text: str) -> list[tuple[int, float]]:
+    """(iteration, seconds) of every iteration line, by a plain regex, in line order."""
+    return [(int(m.group(1)), float(m.group(2)) / 1000)
+            for m in map(STEP_MS.search, text.splitlines()) if m]  # fmt: skip
+
+
+def _last_run(samples: list[tuple[int, float]]) -> tuple[list[tuple[int, float]], int]:
+    """Brute force: exact repeats out (first kept), then the samples after the last step back;
+    and the number of step backs."""
+    unique: list[tuple[int, float]] = []
+    for sample in samples:
+        if sample not in unique:
+            unique.append(sample)
+    backs = [i for i in range(1, len(unique)) if unique[i][0] <= unique[i - 1][0]]
+    return unique[backs[-1] if backs else 0 :], len(backs)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["concatenated", "unprefixed-ranks"])
+def test_duplicated_lines_are_dropped_in_one_note(tmp_path: Path, interleaved: bool) -> None:
+    lines = (DATA / "megatron-lm.log").read_text().splitlines(keepends=True)
+    path = tmp_path / "twice.log"
+    path.write_text("".join(line + line for line in lines) if interleaved else "".join(lines * 2))
+    log = read_log(path)
+    once = read_log(DATA / "megatron-lm.log")
+    assert log.table.equals(once.table)
+    samples, backs = _last_run(_plain(path.read_text()))
+    assert backs == 0 and len(samples) == 12
+    assert log.notes == ("12 duplicated sample line(s) (the same iteration and values again) "
+                         "left out.",)  # fmt: skip
+
+
+def test_many_restarts_are_one_note(tmp_path: Path) -> None:
+    """Three restarts (and a copy of a whole run): one note, the last restart's place, every
+    earlier sample counted; the kept samples equal a brute-force last run."""
+    runs = [(1, 6, 900), (4, 9, 800), (4, 9, 800), (2, 5, 700), (3, 12, 600)]
+    text = "".join(
+        f" iteration {i:8d}/      20 | elapsed time per iteration (ms): {base + i:.1f} | "
+        f"lm loss: 1.0E+01 |\n" for first, last, base in runs for i in range(first, last + 1)
+    )  # fmt: skip
+    path = tmp_path / "restarts.log"
+    path.write_text(text)
+    log = read_log(path)
+    samples, backs = _last_run(_plain(text))
+    assert backs == 3
+    assert list(log.table.select("iteration", "step_s").iter_rows()) == samples
+    earlier = 6 + 6 + 4  # the first, second and fourth runs; the third is the second's copy
+    assert log.notes == (
+        "6 duplicated sample line(s) (the same iteration and values again) left out.",
+        f"3 restarts; the last at line 23 (iteration 5 → 3): {earlier} earlier samples left out.",
+    )
+
+
+def test_notes_do_not_grow_with_the_log(tmp_path: Path) -> None:
+    """500 restarts and 500 repeated lines still make two notes."""
+    line = " iteration {i:8d}/      20 | elapsed time per iteration (ms): {ms:.1f} |\n"
+    text = "".join(line.format(i=i, ms=500 + r) for r in range(500) for i in (1, 2, 2))
+    path = tmp_path / "loop.log"
+    path.write_text(text)
+    log = read_log(path)
+    assert len(log.notes) == 2 and log.notes[1].startswith("499 restarts; the last at line 1498")
+    assert log.table.get_column("step_s").to_list() == [0.999, 0.999]
+
+
+def test_zero_and_negative_step_times_stay_samples_without_a_time(tmp_path: Path) -> None:
+    lines = (DATA / "megatron-lm.log").read_text().splitlines(keepends=True)
+    text = "".join(
+        re.sub(r"\(ms\): [\d.]+", {"4": "(ms): 0.0", "7": "(ms): -3.5"}.get(m.group(1), r"\g<0>"),
+               line) if (m := STEP_MS.search(line)) else line
+        for line in lines
+    )  # fmt: skip
+    path = tmp_path / "zero.log"
+    path.write_text(text)
+    log = read_log(path)
+    plain = _plain(text)
+    assert [i for i, _ in plain] == log.table.get_column("iteration").to_list()
+    assert log.table.get_column("step_s").to_list() == pytest.approx(
+        [s if s > 0 else None for _, s in plain]
+    )
+    assert log.table.get_column("loss").null_count() == 0  # the samples stay
+    assert log.notes == ("2 sample(s) with a zero or negative step time left out (the step "
+                         "time read as not logged).",)  # fmt: skip
+
+
+def test_torchtitan_zero_tokens_per_second(tmp_path: Path) -> None:
+    text = (DATA / "torchtitan.log").read_text().replace("tps: 7,010", "tps: 0")
+    path = tmp_path / "titan.log"
+    path.write_text(text)
+    log = read_log(path)
+    assert log.table.get_column("tokens_per_s").to_list()[:3] == [7001.0, None, 7020.0]
+    assert "1 sample(s) with a zero or negative tokens/s left out" in log.notes[-1]

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from nsysmoe.errors import NsysmoeError
@@ -107,3 +108,42 @@ def test_bad_metrics_json_is_one_line(tmp_path: Path, text: str, words: str) -> 
         read_log(path)
     assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_mixed_cadences_take_the_interval_from_the_timed_rows() -> None:
+    """lm loss and memory every step, iteration-time and throughput every 10 under
+    --log-interval 10: the timed rows are 10-iteration means, the others one iteration each,
+    so a window keeps every loss inside it."""
+    path = DATA / "megatron-json-mixed" / "golden_values.json"
+    raw = json.loads(path.read_text())
+    log = read_log(path)
+    timed = {int(k) for k in raw["iteration-time"]["values"]}
+    steps = sorted({int(k) for metric in raw.values() for k in metric["values"]})
+    assert log.table.get_column("iteration").to_list() == steps
+    assert (log.log_interval, log.sampling) == (10, "mean")
+    want = [10 if step in timed else 1 for step in steps]
+    assert log.table.get_column("iterations").to_list() == want
+    assert log.table.get_column("loss").to_list() == list(raw["lm loss"]["values"].values())
+    # the samples whose covered iterations lie in 11-50 (the measure's window rule)
+    inside = log.table.filter(
+        (pl.col("iteration") - pl.col("iterations") + 1 >= 11) & (pl.col("iteration") <= 50)
+    )
+    losses = {int(k): v for k, v in raw["lm loss"]["values"].items() if 11 <= int(k) <= 50}
+    assert dict(inside.select("iteration", "loss").iter_rows()) == losses
+    assert inside.get_column("step_s").drop_nulls().to_list() == [
+        raw["iteration-time"]["values"][str(s)] for s in (20, 30, 40, 50)
+    ]
+
+
+def test_zero_and_negative_step_times_are_not_measurements(tmp_path: Path) -> None:
+    raw = json.loads((DATA / "megatron-json-interval10" / "golden_values.json").read_text())
+    raw["iteration-time"]["values"].update({"30": 0, "40": -0.2})
+    path = tmp_path / "golden_values.json"
+    path.write_text(json.dumps(raw))
+    log = read_log(path)
+    assert log.table.get_column("iteration").to_list() == [10, 20, 30, 40, 50]
+    want = [v if v > 0 else None for v in raw["iteration-time"]["values"].values()]
+    assert log.table.get_column("step_s").to_list() == want
+    assert log.table.get_column("loss").to_list()[3] == 9.5  # the sample stays
+    assert log.notes[-1] == ("2 sample(s) with a zero or negative step time left out (the step "
+                             "time read as not logged).")  # fmt: skip

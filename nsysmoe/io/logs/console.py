@@ -108,18 +108,36 @@ def pick_rank(
 
 
 def last_run(samples: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """After a restart (the iteration number going back or repeating, in line order) only the
-    last run's samples, with one note per restart."""
-    iteration = samples.get_column("iteration").to_list()
-    line = samples.get_column("n").to_list()
-    notes: list[str] = []
-    start = 0
-    for i in range(1, len(iteration)):
-        if iteration[i] <= iteration[i - 1]:
-            notes.append(f"restart at line {line[i]} (iteration {iteration[i - 1]} → "
-                         f"{iteration[i]}): {i - start} earlier sample(s) left out.")  # fmt: skip
-            start = i
+    """The samples of the last run, after exact duplicates (the same line again: concatenated
+    files, unprefixed ranks printing the same line) are dropped, in one note; then a restart
+    (the iteration number going back or repeating, in line order) leaves only the last run's
+    samples, said in one note however many restarts there were."""
+    samples, notes = drop_duplicates(samples)
+    iteration = samples.get_column("iteration")
+    restart = (iteration.diff() <= 0).fill_null(False)
+    count = int(restart.sum())
+    if count == 0:
+        return samples, notes
+    start = int(restart.arg_true().item(-1))
+    where = (f"line {samples.item(start, 'n')} (iteration {iteration.item(start - 1)} → "
+             f"{iteration.item(start)})")  # fmt: skip
+    if count == 1:
+        notes.append(f"restart at {where}: {start} earlier sample(s) left out.")
+    else:
+        notes.append(f"{count} restarts; the last at {where}: {start} earlier samples left out.")
     return samples.slice(start), notes
+
+
+def drop_duplicates(samples: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """``samples`` without repeats of a sample (the same iteration and every value the same,
+    whatever line it is on; the first kept), and a note counting them."""
+    values = [name for name in samples.columns if name != "n"]
+    unique = samples.unique(subset=values, keep="first", maintain_order=True)
+    dropped = samples.height - unique.height
+    if dropped == 0:
+        return samples, []
+    return unique, [f"{dropped} duplicated sample line(s) (the same iteration and values "
+                    "again) left out."]  # fmt: skip
 
 
 def iterations_covered(iteration: pl.Series, log_interval: int) -> pl.Series:

@@ -29,7 +29,13 @@ import polars as pl
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
 from nsysmoe.io.logs.megatron_json import NO_ITERATIONS
-from nsysmoe.io.logs.schema import TrainingLog, common_gap, sampling_of, to_schema
+from nsysmoe.io.logs.schema import (
+    TrainingLog,
+    common_gap,
+    drop_nonpositive,
+    sampling_of,
+    to_schema,
+)
 
 NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf)))"
 #: the record: an optional Megatron timestamp, then ``iteration N/ M |``
@@ -180,7 +186,8 @@ def _training_log(
     table = table.with_columns(pl.Series("step_s", seconds, dtype=pl.Float64))
     log_interval = common_gap(table.get_column("iteration"))
     covered = console.iterations_covered(table.get_column("iteration"), log_interval)
-    table = to_schema(table.with_columns(covered))
+    table, nonpositive = drop_nonpositive(to_schema(table.with_columns(covered)))
+    notes = notes + nonpositive
     return TrainingLog(
         path=str(path), format="megatron", table=table, rank=rank, ranks=ranks,
         log_interval=log_interval, sampling=sampling_of(table, log_interval),

@@ -19,7 +19,13 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.logs.schema import TrainingLog, common_gap, sampling_of, to_schema
+from nsysmoe.io.logs.schema import (
+    TrainingLog,
+    common_gap,
+    drop_nonpositive,
+    sampling_of,
+    to_schema,
+)
 
 #: the metrics' names (Megatron's tensorboard scalars) -> LOG_SCHEMA columns
 METRICS = {
@@ -88,15 +94,28 @@ def read_megatron_json(path: Path) -> TrainingLog:
     interval = _int_or_one(config.get("--log-interval"))
     if "mem_max_allocated_bytes" in table.columns:
         table = table.with_columns(pl.col("mem_max_allocated_bytes").round(0))
-    table = to_schema(table.with_columns(pl.lit(interval, dtype=pl.Int64).alias("iterations")))
+    table, log_interval = _cadence(to_schema(table), interval)
+    table, nonpositive = drop_nonpositive(table)
+    notes += nonpositive
     peak = table.get_column("mem_max_allocated_bytes").max()
-    log_interval = common_gap(table.get_column("iteration"))
     return TrainingLog(
         path=str(path), format="megatron-json", table=table, rank=None, ranks=(),
         log_interval=log_interval, sampling=sampling_of(table, log_interval),
         peak_memory_bytes=None if peak is None else int(peak),  # type: ignore[arg-type]
         config=config, notes=tuple(notes),
     )  # fmt: skip
+
+
+def _cadence(table: pl.DataFrame, interval: int) -> tuple[pl.DataFrame, int]:
+    """Each row's ``iterations`` and the log interval, from the timed rows (a step time or
+    TFLOP/s: Megatron writes them once per ``--log-interval``, each the mean of the
+    ``interval`` iterations before); rows that carry only per-step metrics (lm loss and memory
+    are written every step) cover one iteration, so a window keeps them."""
+    timed = pl.col("step_s").is_not_null() | pl.col("tflops").is_not_null()
+    covered = pl.when(timed).then(pl.lit(interval)).otherwise(pl.lit(1)).cast(pl.Int64)
+    table = table.with_columns(covered.alias("iterations"))
+    rows = table.filter(timed)
+    return table, common_gap((rows if rows.height else table).get_column("iteration"))
 
 
 def _metric_values(metric: dict[str, object]) -> tuple[list[int], list[float | None], int]:

@@ -7,7 +7,6 @@ importing the others.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,12 +70,28 @@ def common_gap(iterations: list[int] | pl.Series) -> int:
     """The most common gap between consecutive sample iterations (ties: the smallest); 1 for
     fewer than two samples. A first sample off the grid (iteration 1, then 5, 10, ...) does
     not change it."""
-    values = list(iterations)
-    gaps = Counter(b - a for a, b in zip(values, values[1:], strict=False) if b > a)
-    if not gaps:
+    gaps = pl.Series("gap", iterations, dtype=pl.Int64).diff().drop_nulls()
+    counts = gaps.filter(gaps > 0).value_counts(name="count")
+    if counts.height == 0:
         return 1
-    top = max(gaps.values())
-    return min(gap for gap, count in gaps.items() if count == top)
+    top = counts.filter(pl.col("count") == pl.col("count").max())
+    return int(top.get_column("gap").min())  # type: ignore[arg-type]
+
+
+def drop_nonpositive(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """``table`` with zero and negative step times and tokens/s set to null (not measurements:
+    a clock glitch or a placeholder), one note per column that had any. The samples stay (their
+    loss and memory are still read); NaN is left to the measure, which counts it."""
+    notes: list[str] = []
+    for column, what in (("step_s", "step time"), ("tokens_per_s", "tokens/s")):
+        bad = pl.col(column) <= 0
+        count = table.select(bad.sum()).item()
+        if count:
+            table = table.with_columns(pl.when(bad).then(None).otherwise(pl.col(column))
+                                       .alias(column))  # fmt: skip
+            notes.append(f"{count} sample(s) with a zero or negative {what} left out "
+                         f"(the {what} read as not logged).")  # fmt: skip
+    return table, notes
 
 
 def sampling_of(table: pl.DataFrame, log_interval: int) -> Sampling:

@@ -19,7 +19,13 @@ import polars as pl
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
 from nsysmoe.io.logs.megatron_json import NO_ITERATIONS
-from nsysmoe.io.logs.schema import TrainingLog, common_gap, sampling_of, to_schema
+from nsysmoe.io.logs.schema import (
+    TrainingLog,
+    common_gap,
+    drop_nonpositive,
+    sampling_of,
+    to_schema,
+)
 
 NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf)))"
 #: a step line, with what comes before it (the launcher prefix and the logger's own)
@@ -83,9 +89,10 @@ def read_torchtitan(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Train
     if bad_utf8:
         notes.append("bytes that are not UTF-8 were read as replacement characters.")
     log_interval = common_gap(table.get_column("iteration"))
-    table = to_schema(
+    table, nonpositive = drop_nonpositive(to_schema(
         table.with_columns(console.iterations_covered(table.get_column("iteration"), log_interval))
-    )
+    ))  # fmt: skip
+    notes += nonpositive
     return TrainingLog(
         path=str(path), format="torchtitan", table=table, rank=rank, ranks=ranks,
         log_interval=log_interval, sampling=sampling_of(table, log_interval),
