@@ -9,7 +9,10 @@ block goes through them. Controls are shown as escapes (:func:`nsysmoe.text.visi
 running text a backslash before punctuation is doubled, the ``:`` of ``://`` and the ``.`` of
 ``www.`` get one (CommonMark's backslash escapes: GitHub shows the bare character and links
 nothing), and an e-mail address's ``@`` an empty HTML comment before it (no escape stops
-GitHub's e-mail links); a code span is never linked, so it needs only the controls shown.
+GitHub's e-mail links); emphasis and code marks (``*``, a backtick) and a block marker that
+opens the text (``#``, ``>``, ``-``, ``+``, ``1.``: a heading, quote or list inside a quote) get
+a backslash, so a label's ``**b**`` shows as written. A code span is never linked, so it needs
+only the controls shown.
 """
 
 from __future__ import annotations
@@ -39,20 +42,32 @@ _AUTOLINK = re.compile(r":(?=//)|(?<=www)\.", re.IGNORECASE)
 #: whatever is escaped (its e-mail autolinks are found in the text after escapes are undone),
 #: so an empty HTML comment, which GitHub shows as nothing, parts the address from its name
 _EMAIL = re.compile(r"(?<=[A-Za-z0-9.+_-])@(?=[A-Za-z0-9_-])")
+#: emphasis and code-span marks: ``*`` (emphasis inside a word too) and the backtick (a ``_``
+#: is left as it is: GitHub does not emphasise one inside a word, ``overlap_moe_expert``)
+_INLINE = re.compile(r"[*`]")
+#: what would open a block where the text starts a line or follows "> " / "- ": a heading, a
+#: quote, a list item (a thematic break is one of these marks too)
+_BLOCK = re.compile(r"\A(?:(?=(?:#{1,6}|[>+-])(?:\s|\Z))|\d{1,9}(?=[.)](?:\s|\Z)))")
 
 
-def text(s: str) -> str:
-    """Running text: one line, controls shown as escapes, HTML characters as entities, no link
-    syntax and nothing GitHub would autolink."""
+def _inline(s: str) -> str:
+    """One line, controls shown as escapes, HTML characters as entities, no link syntax,
+    nothing GitHub would autolink, no emphasis or code span."""
     s = _BACKSLASH.sub(r"\\\\", visible(s))
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _AUTOLINK.sub(lambda m: "\\" + m.group(), s.replace("](", "]\\("))
+    s = _INLINE.sub(lambda m: "\\" + m.group(), s)
     return _EMAIL.sub("<!-- -->@", s)
 
 
+def text(s: str) -> str:
+    """Running text (:func:`_inline`) that opens no block where it starts a line or a quote."""
+    return _BLOCK.sub(lambda m: m.group() + "\\", _inline(s), count=1)
+
+
 def cell(s: str) -> str:
-    """A table cell: running text whose ``|`` cannot end the cell."""
-    return text(s).replace("|", "\\|")
+    """A table cell (:func:`_inline`: a cell opens no block) whose ``|`` cannot end the cell."""
+    return _inline(s).replace("|", "\\|")
 
 
 def code(s: str) -> str:

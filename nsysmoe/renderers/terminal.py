@@ -161,22 +161,38 @@ def _para(text: str, style: str = "", indent: int = 2) -> _Hanging:
     return _Hanging(t, indent)
 
 
+#: the space between a number and its unit ("+6.5 %", "97.4 ms", "57.0 GiB"): never a line's end
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:%|[mµn]?s|[KMGT]i?B)(?!\w))")
+
+
+def _bound(text: Text) -> tuple[Text, str]:
+    """``text`` with each space between a number and its unit replaced by a character rich does
+    not break at (a private-use one the text lacks; one cell wide, like the space), and it."""
+    plain = text.plain
+    bind = next(chr(c) for c in range(0xE000, 0xF900) if chr(c) not in plain)
+    bound = text.copy()
+    bound.plain = _UNIT_SPACE.sub(bind, plain)  # the same length: the styles stay in place
+    return bound, bind
+
+
 class _Hanging:
-    """``text`` wrapped to the console's width at spaces (a word longer than a line folded), its
-    later lines indented by ``indent``."""
+    """``text`` wrapped to the console's width at spaces (a word longer than a line folded; a
+    number kept with its unit), its later lines indented by ``indent``."""
 
     def __init__(self, text: Text, indent: int) -> None:
         self.text, self.indent = text, indent
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
         width = options.max_width
-        lines = list(self.text.wrap(console, width, overflow="fold"))
+        text, bind = _bound(self.text)
+        lines = list(text.wrap(console, width, overflow="fold"))
         if len(lines) > 1:  # what follows the first line, wrapped again narrower
-            rest = self.text[len(lines[0].plain) :]
+            rest = text[len(lines[0].plain) :]
             rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
             narrow = rest.wrap(console, max(1, width - self.indent), overflow="fold")
             lines = lines[:1] + [Text(" " * self.indent) + line for line in narrow]
         for line in lines:
+            line.plain = line.plain.replace(bind, " ")
             line.end = "\n"
             yield line
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from importlib import resources
 
@@ -28,7 +30,7 @@ from nsysmoe.acceptance import (
     ProfileLink,
 )
 from nsysmoe.renderers import document, render
-from nsysmoe.renderers.document import Document, Section, nested
+from nsysmoe.renderers.document import Document, Heading, Lines, Section, nested
 from nsysmoe.renderers.html import format_document as html_document
 from nsysmoe.renderers.markdown import format_document as markdown_document
 from nsysmoe.renderers.report.acceptance import SECTIONS
@@ -119,8 +121,8 @@ def test_ab_opens_with_the_verdict_then_table_changes_health_sources() -> None:
         said = ["Unprofiled steady windows", "grade: acceptance = a run of at least 50",
                 "off vs on: accepted improvement: -6.2 % step time (95 % CI -6.9 … -5.5 %); "
                 "TFLOP/s/GPU +17.7 %",
-                "off: loss finite over the window; skipped 0, NaN 1 iterations; peak allocated "
-                "57.029 GiB",
+                "off: loss finite over the window; 0 skipped iterations, 1 NaN iteration; peak "
+                "allocated 57.029 GiB",
                 "on: logs/on.json (megatron-json); iterations 3–60: 58 steps in 58 samples",
                 "on: 1 truncated last line skipped", "Training arguments that differ"]
         where = [text.find(s) for s in said]
@@ -195,6 +197,59 @@ def test_no_change_and_too_few_are_not_accepted() -> None:
     acc = Acceptance((OFF, ON), (few,), (few,), False, 0.01, 0, 2000)
     assert first_line(render(acc, "terminal")).startswith("Not accepted (unprofiled, iterations "
                                                           "3–60, 58 steps): too few steps")
+
+
+def with_losses(s: AcceptanceSide, losses: dict[int, float]) -> AcceptanceSide:
+    rows = [{"iteration": i, "iterations": 1, "step_s": 1.0, "tflops": None,
+             "tokens_per_s": None, "loss": v} for i, v in losses.items()]  # fmt: skip
+    return replace(s, samples=pl.DataFrame(rows, schema=SAMPLE_SCHEMA))
+
+
+def test_loss_difference_said_absolute_and_relative_to_the_tolerance() -> None:
+    off = {3: 10.0, 4: 8.0, 5: 4.0, 6: float("nan"), 7: 2.0}
+    on = {3: 10.01, 4: 8.0, 5: 4.004, 6: 1.0, 8: 9.0}  # 7 and 8: one side only
+    common = [i for i in off if i in on and math.isfinite(off[i]) and math.isfinite(on[i])]
+    largest = max(abs(on[i] - off[i]) for i in common)
+    relative = 100 * max(abs(on[i] - off[i]) / abs(off[i]) for i in common)  # 0.1 % at 3 and 5
+    assert (round(largest, 6), round(relative, 6)) == (0.01, 0.1)
+    change = replace(R1, max_loss_diff=largest)
+    acc = Acceptance((with_losses(OFF, off), with_losses(ON, on)), (change,), (change,), True,
+                     0.01, 0, 2000)  # fmt: skip
+    assert ("off vs on: largest loss difference per iteration 0.01 (at most 0.10 % of the "
+            "base's loss; tolerance 1 %)") in render(acc, "markdown")  # fmt: skip
+
+
+def test_plurals_of_the_health_line() -> None:
+    one_each = replace(OFF, skipped_iterations=1, nan_iterations=2)
+    unknown = replace(ON, skipped_iterations=None, nan_iterations=None)
+    text = render(Acceptance((one_each, unknown), (R1,), (R1,), False, 0.01, 0, 2000), "terminal")
+    assert "1 skipped iteration, 2 NaN iterations;" in text
+    assert "skipped iterations not logged, NaN iterations not logged;" in text
+
+
+@pytest.mark.parametrize("result", ["AB", "LADDER", "bundle"])
+def test_the_terminal_never_parts_a_number_from_its_unit(result: str, accepted) -> None:  # noqa: ANN001
+    """At every width, no sentence's line ends in a number whose unit opens the next line (a
+    table's narrow cells are laid out by rich's tables, not checked here)."""
+    value = {"AB": AB, "LADDER": LADDER, "bundle": accepted}[result]
+    prose = tuple(b for b in document(value).blocks if isinstance(b, Lines | Heading))
+    doc, parted = Document(prose), re.compile(r"\d\n\s*(?:%|ms|GiB)(?!\w)")
+    for width in range(40, 121):
+        text = terminal_document(doc, width=width, color=False)
+        assert not parted.search(text), (width, parted.search(text))
+
+
+def test_markdown_marks_in_labels_and_arguments_show_as_written() -> None:
+    """A label's ** and backticks are escaped where they land (the verdict's change line, the
+    table, the health and source lines, the arguments), and a label opening a quoted line
+    cannot start a heading there."""
+    mark = "**b** `x`"
+    bad = replace(side("# " + mark, 1.2, 1.2, (1.1, 1.3), 1.0, {"--overlap": mark}))
+    md = render(Acceptance((OFF, bad), (R1,), (R1,), False, 0.01, 0, 2000), "markdown")
+    assert "**b**" not in md and "`x`" not in md
+    assert md.count("\\*\\*b\\*\\* \\`x\\`") >= 5  # change, table, health, source, argument
+    assert "> \\# " + "\\*\\*b" in md  # its health line: a quote, not a heading inside one
+    assert not any(line.startswith(("> # ", "- # ")) for line in md.splitlines())
 
 
 # --- the A/B with its logs: the evidence bundle --------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+
 from nsysmoe.acceptance import (
     ACCEPT_MIN_RUN,
     SCREEN_MIN_STEPS,
@@ -21,7 +23,7 @@ from nsysmoe.acceptance import (
     Change,
 )
 from nsysmoe.model import iterations_phrase
-from nsysmoe.renderers.cells import pct, shorten, versus
+from nsysmoe.renderers.cells import pct, plural, shorten, versus
 from nsysmoe.renderers.document import (
     Block,
     Document,
@@ -92,7 +94,7 @@ def windows_phrase(sides: tuple[AcceptanceSide, ...]) -> str:
     def said(xs: list[str]) -> str:
         return xs[0] if len(set(xs)) == 1 else " / ".join(xs)
 
-    return f"{said(spans)}, {said(steps)} steps"
+    return f"{said(spans)}, {said(steps)} step" + ("" if set(steps) == {"1"} else "s")
 
 
 def change_verdict(acc: Acceptance, c: Change, width: int | None = WIDTH) -> str:
@@ -185,10 +187,9 @@ def health_lines(acc: Acceptance) -> tuple[str, ...]:
     for s in acc.sides:
         loss = {None: "no loss logged in the window", True: "loss finite over the window",
                 False: "loss NOT finite (NaN or inf) in the window"}[s.loss_finite]  # fmt: skip
-        skipped = "–" if s.skipped_iterations is None else f"{s.skipped_iterations:,}"
-        nan = "–" if s.nan_iterations is None else f"{s.nan_iterations:,}"
-        out.append(f"{s.label}: {loss}; skipped {skipped}, NaN {nan} iterations; peak "
-                   f"allocated {gib(s.peak_memory_bytes)}")
+        out.append(f"{s.label}: {loss}; {_iterations(s.skipped_iterations, 'skipped')}, "
+                   f"{_iterations(s.nan_iterations, 'NaN')}; peak allocated "
+                   f"{gib(s.peak_memory_bytes)}")  # fmt: skip
     if acc.equivalent:
         for c in acc.changes + tuple(c for c in acc.vs_base if c.base != c.to - 1):
             names = versus(acc.sides[c.base].label, acc.sides[c.to].label)
@@ -196,10 +197,34 @@ def health_lines(acc: Acceptance) -> tuple[str, ...]:
                 out.append(f"{names}: losses not compared (no common finite loss, or "
                            "benchmark-only)")  # fmt: skip
                 continue
+            rel, tol = loss_diff_pct(acc.sides[c.base], acc.sides[c.to]), acc.loss_tolerance
+            against = (f"tolerance {tol * 100:g} % of the base's loss" if rel is None else
+                       f"at most {_small_pct(rel)} of the base's loss; tolerance {tol * 100:g} %")
             line = (f"{names}: largest loss difference per iteration {c.max_loss_diff:.6g} "
-                    f"(tolerance {acc.loss_tolerance * 100:g} % of the base's loss)")
+                    f"({against})")  # fmt: skip
             out.append(f"WARNING: {line}: above the tolerance" if c.loss_flagged else line)
     return tuple(out)
+
+
+def _iterations(n: int | None, what: str) -> str:
+    """"0 skipped iterations", "1 NaN iteration"; "NaN iterations not logged"."""
+    return f"{what} iterations not logged" if n is None else plural(n, f"{what} iteration")
+
+
+def _small_pct(p: float) -> str:
+    return "under 0.01 %" if 0 < p < 0.005 else f"{p:.2f} %"
+
+
+def loss_diff_pct(base: AcceptanceSide, to: AcceptanceSide) -> float | None:
+    """The largest per-iteration loss difference relative to the base's loss there, in %, over
+    the iterations both windows' samples hold with finite losses (what the tolerance is
+    checked against); None where none do (or the samples were not kept)."""
+    both = (base.samples.select("iteration", pl.col("loss").alias("b"))
+            .join(to.samples.select("iteration", pl.col("loss").alias("t")), on="iteration")
+            .filter(pl.col("b").is_finite() & pl.col("t").is_finite() & (pl.col("b") != 0)))
+    if both.is_empty():
+        return None
+    return 100.0 * float(((both["t"] - both["b"]).abs() / both["b"].abs()).max())  # fmt: skip
 
 
 def shown_paths(paths: list[str]) -> list[str]:
