@@ -133,9 +133,25 @@ def test_side_table_numbers_are_the_values() -> None:
     """The table's cells against the values (independent: ms = s × 1000, 3 decimals)."""
     (table,) = [b for b in document(AB).blocks if getattr(b, "title", "").startswith("Unprofiled")]
     assert table.rows[0] == ("off", "3–60", "58 (58)", "1,234.567", "1,235.100",
-                             "1,230.100 … 1,240.200", "244.039", "acceptance")  # fmt: skip
-    assert table.rows[1][3:7] == ("1,158.000", "1,159.000", "1,157.000 … 1,161.000", "287.305")
+                             "1,230.100 … 1,240.200", "acceptance")  # fmt: skip
+    assert table.rows[1][3:6] == ("1,158.000", "1,159.000", "1,157.000 … 1,161.000")
     assert f"{PEAK / 1024**3:.3f}" == "57.029"
+
+
+def test_tflops_table_and_change_say_the_means_and_cis() -> None:
+    """TFLOP/s per GPU: each side's median, mean and the mean's CI in their own table; each
+    change's median TFLOP/s change with its CI."""
+    off = replace(OFF, mean_tflops=243.5, ci95_mean_tflops=(242.25, 244.75))
+    on = replace(ON, mean_tflops=None, ci95_mean_tflops=None)
+    change = replace(R1, ci95_median_tflops_pct=(16.04, 19.46))
+    acc = Acceptance((off, on), (change,), (change,), False, 0.01, 0, 2000)
+    (table,) = [b for b in document(acc).blocks if getattr(b, "title", "").startswith("Model")]
+    assert table.rows == (("off", "244.039", "243.500", "242.250 … 244.750"),
+                          ("on", "287.305", "–", "–"))  # fmt: skip
+    assert "; TFLOP/s/GPU +17.7 % (95 % CI +16.0 … +19.5 %)" in render(acc, "markdown")
+    none = replace(OFF, median_tflops=None)
+    assert "Model TFLOP/s" not in render(Acceptance((none,), (), (), False, 0.01, 0, 2000),
+                                         "terminal")  # fmt: skip
 
 
 def test_terminal_lines_fit_100_columns() -> None:

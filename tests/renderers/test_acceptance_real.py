@@ -29,10 +29,13 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def check_text(result: object, verdict: str) -> None:
-    for fmt in ("terminal", "markdown"):
-        text = render(result, fmt)
-        assert text.split("\n", 1)[0].removeprefix("### ") == verdict, fmt
-    assert max(map(len, render(result, "terminal").splitlines())) <= 100
+    """The terminal opens with ``verdict`` within 100 columns; Markdown with the same line, or
+    where the terminal's was shortened to fit, with the whole of it (a heading wraps)."""
+    term = render(result, "terminal")
+    assert term.split("\n", 1)[0] == verdict
+    assert max(map(len, term.splitlines())) <= 100
+    md = render(result, "markdown").split("\n", 1)[0].removeprefix("### ")
+    assert md == verdict or (len(md) > 99 and md.startswith(verdict.removesuffix(")"))), md
 
 
 @pytest.mark.parametrize("pair", PAIRS)
@@ -68,4 +71,4 @@ def test_examples_bundle(validator) -> None:  # noqa: ANN001
     page = render(ac, "html", page=True)
     where = [page.find(f"<h4>{s}</h4>") for s in SECTIONS]
     assert -1 not in where and where == sorted(where)
-    assert page.find("<h3>") < where[0] < page.find("<h3>nsysmoe A/B")
+    assert page.find("<h3>") < where[0] < where[-1] < page.find("<h5>nsysmoe A/B")

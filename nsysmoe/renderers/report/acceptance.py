@@ -131,10 +131,12 @@ def side_verdict(s: AcceptanceSide, width: int | None = WIDTH) -> str:
 
 
 def change_line(acc: Acceptance, c: Change, against: str = "") -> str:
-    """One change: which sides, its sentence, the TFLOP/s change."""
+    """One change: which sides, its sentence, the median TFLOP/s change with its 95 % CI."""
     names = versus(acc.sides[c.base].label, acc.sides[c.to].label)
+    tci = c.ci95_median_tflops_pct
+    spread = "" if tci is None else f" (95 % CI {tci[0]:+.1f} … {tci[1]:+.1f} %)"
     tflops = "" if c.median_tflops_pct is None else (
-        f"; TFLOP/s/GPU {c.median_tflops_pct:+.1f} %")  # fmt: skip
+        f"; TFLOP/s/GPU {c.median_tflops_pct:+.1f} %{spread}")  # fmt: skip
     return f"{names}{against}: {c.sentence}{tflops}"
 
 
@@ -150,19 +152,33 @@ def change_lines(acc: Acceptance) -> tuple[str, ...]:
 
 def side_table(acc: Acceptance) -> Table:
     """One row per side: its window (iterations, steps and samples), median and mean step with
-    the mean's 95 % CI, median TFLOP/s per GPU, grade."""
+    the mean's 95 % CI, grade (TFLOP/s: :func:`tflops_table`)."""
     rows = tuple(
         (s.label, iterations_phrase(s.window.first, s.window.last).removeprefix("iterations "),
          f"{s.window.steps:,} ({s.window.samples:,})", seconds_ms(s.median_step_s),
-         seconds_ms(s.mean_step_s), _ci_ms(s.ci95_mean_step_s), number(s.median_tflops),
-         s.window.grade)
+         seconds_ms(s.mean_step_s), _ci_ms(s.ci95_mean_step_s), s.window.grade)
         for s in acc.sides
     )  # fmt: skip
     header = ("log", "iterations", "steps (samples)", "median step (ms)", "mean (ms)",
-              "95 % CI of the mean (ms)", "median TFLOP/s per GPU", "grade")  # fmt: skip
+              "95 % CI of the mean (ms)", "grade")  # fmt: skip
     title = (f"Unprofiled steady windows (bootstrap CI: {acc.resamples:,} resamples, seed "
              f"{acc.seed})")  # fmt: skip
-    return Table(title, header, rows, (False, False, True, True, True, True, True, False))
+    return Table(title, header, rows, (False, False, True, True, True, True, False))
+
+
+def tflops_table(acc: Acceptance) -> Table | None:
+    """Model TFLOP/s per GPU over the same windows: median, mean and the mean's 95 % CI (None
+    where no log reports TFLOP/s)."""
+    if all(s.median_tflops is None for s in acc.sides):
+        return None
+    rows = tuple(
+        (s.label, number(s.median_tflops), number(s.mean_tflops),
+         "–" if (ci := s.ci95_mean_tflops) is None else f"{number(ci[0])} … {number(ci[1])}")
+        for s in acc.sides
+    )  # fmt: skip
+    return Table("Model TFLOP/s per GPU (the same windows)",
+                 ("log", "median", "mean", "95 % CI of the mean"), rows,
+                 (False, True, True, True))  # fmt: skip
 
 
 def grade_line() -> str:
@@ -285,8 +301,15 @@ def document(acc: Acceptance) -> Document:
     return Document(tuple(blocks))
 
 
+def _tables(acc: Acceptance) -> list[Block]:
+    """The step-time table with the grading rule under it, then the TFLOP/s table."""
+    tflops = tflops_table(acc)
+    return [side_table(acc), Lines((grade_line(),), style="notes"),
+            *([tflops] if tflops is not None else [])]  # fmt: skip
+
+
 def _measured(acc: Acceptance) -> list[Block]:
-    blocks: list[Block] = [side_table(acc), Lines((grade_line(),), style="notes")]
+    blocks: list[Block] = _tables(acc)
     if changes := change_lines(acc):
         blocks.append(Lines(changes))
     if more := throughput_lines(acc):
@@ -359,8 +382,7 @@ def bundle(ac: AcceptedComparison, profile: Document) -> Document:
     acc = ac.acceptance
     blocks: list[Block] = [*bundle_head(ac), Section(SECTIONS[0]), *change_blocks(ac),
                            Section(SECTIONS[1]), proof_table(ac.comparison),
-                           Section(SECTIONS[2]), side_table(acc),
-                           Lines((grade_line(),), style="notes")]  # fmt: skip
+                           Section(SECTIONS[2]), *_tables(acc)]  # fmt: skip
     if changes := change_lines(acc):
         blocks.append(Lines(changes))
     if more := throughput_lines(acc):
