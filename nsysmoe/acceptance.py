@@ -32,7 +32,7 @@ SCREEN_MIN_STEPS = 6
 #: two runs of one configuration differ by about a percent. A verdict accepts a change only
 #: where the whole 95 % CI of the median step change lies beyond it (high < -1 % or low > +1 %);
 #: a change whose CI excludes 0 but reaches within the floor is no measurable change
-#: (Megatron-LM CI's dp-last-cp2 pair: -0.7 %, CI -1.1 … -0.3 %). The profile A/B's verdicts
+#: (Megatron-LM CI's dp-last-cp2 pair: -0.7 %, its CI within -1.5 … 0 %). The profile A/B's verdicts
 #: use the same 1 % at least (nsysmoe.ab.verdict.MIN_NOISE).
 MIN_CHANGE_PCT = 1.0
 

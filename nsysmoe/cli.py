@@ -14,20 +14,11 @@ import click
 from nsysmoe import cli_types as ct
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.options import FORMATS, Options, StepsOptions, served, write
+from nsysmoe.options import Options, StepsOptions, served, write
 from nsysmoe.text import one_line
 
 if TYPE_CHECKING:  # the request layer imports polars: not for `nsysmoe --help`
     from nsysmoe.request import Outcome
-
-rules_option = click.option(
-    "--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML rule file, tried before the defaults (format: nsysmoe/rules/default.toml).",
-)  # fmt: skip
-replace_option = click.option(
-    "--rules-replace", is_flag=True, help="Use only the --rules file, not the default rules."
-)
-
 
 def _progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
     # on a terminal only: piped, a bar is one more stderr line around an error or a warning
@@ -43,7 +34,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@ct.format_option
 @click.option("--window", type=ct.WINDOW, help=ct.WINDOW_HELP)
 @click.option("--skip", type=click.IntRange(min=0),
               help="Warm-up iterations to skip [detected].")  # fmt: skip
@@ -59,7 +50,7 @@ def cli() -> None:
 @click.option("--vary", multiple=True, metavar="NAME", help=ct.VARY_HELP)
 @click.option("--labels", type=ct.LABELS, help=ct.LABELS_HELP)
 @click.option("--strict", is_flag=True, help="A/B: an unexpected contract difference is an error.")
-@click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
+@ct.fail_if_option
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Worker processes for many files [all cores].")  # fmt: skip
 @click.option("--dask", "dask_address", type=ct.DASK, help=ct.DASK_HELP)
@@ -69,15 +60,11 @@ def cli() -> None:
               "with its conventions (hta: HolisticTraceAnalysis).")  # fmt: skip
 @click.option("--logs", nargs=2, metavar="OFF_LOG ON_LOG",
               help="A/B: the unprofiled training logs of the two sides: accept on them.")
-@click.option("--log-window", type=ct.LOG_WINDOW, help=ct.LOG_WINDOW_HELP)
-@click.option("--equivalent", is_flag=True, help=ct.EQUIVALENT_HELP)
-@click.option("--loss-tolerance", type=ct.LOSS_TOLERANCE, help=ct.LOSS_TOLERANCE_HELP)
+@ct.log_options
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write figures (PNG and SVG) to this folder; the Markdown report links them.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report to this file instead of stdout.")  # fmt: skip
-@rules_option
-@replace_option
+@ct.output_option
+@ct.rules_options
 def analyze(**options: Any) -> None:
     """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
 
@@ -100,13 +87,10 @@ def analyze(**options: Any) -> None:
 @cli.command()
 @click.argument("logs", nargs=-1, required=True)
 @click.option("--labels", type=ct.LABEL_LIST, help="Names of the logs' sides [file names].")
-@click.option("--log-window", type=ct.LOG_WINDOW, help=ct.LOG_WINDOW_HELP)
-@click.option("--equivalent", is_flag=True, help=ct.EQUIVALENT_HELP)
-@click.option("--loss-tolerance", type=ct.LOSS_TOLERANCE, help=ct.LOSS_TOLERANCE_HELP)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
-@click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 when METRIC<N holds (repeat).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report to this file instead of stdout.")  # fmt: skip
+@ct.log_options
+@ct.format_option
+@ct.fail_if_option
+@ct.output_option
 def steps(**options: Any) -> None:
     """Accept a change on unprofiled training logs: steady step time and TFLOP/s with 95 % CIs,
     loss, skipped/NaN iterations and peak memory.
@@ -143,8 +127,7 @@ def _finish(outcome: Outcome, output: Path | None, color: bool | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(("terminal", "markdown", "json", "csv")),
               default="terminal", show_default=True)  # fmt: skip
 @click.option("--wide", is_flag=True, help="Full kernel names [shortened, kept distinct].")
-@rules_option
-@replace_option
+@ct.rules_options
 def kernels(trace: str, top: int, klass: str | None, fmt: str, wide: bool,
             rules_path: Path | None, rules_replace: bool) -> None:  # fmt: skip
     """List kernel names by total time with their class, to audit the classification rules."""

@@ -1,13 +1,18 @@
 """Command-line value types: ``--window`` as a click ``ParamType`` (a time window or iterations),
-``--dask`` (a scheduler address, checked before any work); the longer option help texts."""
+``--dask`` (a scheduler address, checked before any work), labels and log windows; the options
+several commands share, each written once; the longer option help texts."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from nsysmoe.options import FORMATS
 
 if TYPE_CHECKING:  # the model and parallel modules import polars: not for `nsysmoe --help`
     from nsysmoe.model import Iterations, Window
@@ -186,3 +191,40 @@ WINDOW_HELP = ("Iterations FIRST-LAST (5-20), or time START:END on the trace tim
                "ns/us/ms/s), or from the first GPU activity (+1s:+3s).")  # fmt: skip
 DASK_HELP = ("Run per-file work on a Dask scheduler: 'local' (a LocalCluster), HOST:PORT or "
              "tcp://HOST:PORT (connecting waits up to $NSYSMOE_DASK_TIMEOUT s, default 10).")
+
+
+# --- options several commands take, written once ------------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal",
+                             show_default=True)  # fmt: skip
+fail_if_option = click.option("--fail-if", "fail_if", multiple=True,
+                              help="Exit 1 when METRIC<N holds (repeat).")  # fmt: skip
+output_option = click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+                             help="Write the report to this file instead of stdout.")  # fmt: skip
+_RULES = (
+    click.option("--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
+                 help="TOML rule file, tried before the defaults (format: "
+                 "nsysmoe/rules/default.toml)."),
+    click.option("--rules-replace", is_flag=True,
+                 help="Use only the --rules file, not the default rules."),
+)  # fmt: skip
+_LOGS = (
+    click.option("--log-window", type=LOG_WINDOW, help=LOG_WINDOW_HELP),
+    click.option("--equivalent", is_flag=True, help=EQUIVALENT_HELP),
+    click.option("--loss-tolerance", type=LOSS_TOLERANCE, help=LOSS_TOLERANCE_HELP),
+)
+
+
+def _all(options: tuple[Callable[[F], F], ...]) -> Callable[[F], F]:
+    """Several click options as one decorator, in the order ``--help`` lists them."""
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return apply
+
+
+rules_options = _all(_RULES)  # --rules, --rules-replace (analyze, kernels)
+log_options = _all(_LOGS)  # --log-window, --equivalent, --loss-tolerance (analyze, steps)

@@ -11,7 +11,9 @@ from nsysmoe.options import NOT_KEYED, REPORT_OPTIONS, Options
 
 #: the hand-kept list the key was made of before it was derived: the key must not change
 KEYED_BEFORE = {"window", "skip", "step_range", "whole_trace", "raw_nvtx", "phase", "align",
-                "vary", "labels", "rank", "all_nvtx", "wide"}  # fmt: skip
+                "vary", "labels", "rank", "all_nvtx", "wide",
+                # training logs: their paths (their content is keyed as inputs), window, rule
+                "logs", "log_window", "equivalent", "loss_tolerance"}  # fmt: skip
 
 
 def test_every_option_is_keyed_unless_named() -> None:
@@ -23,6 +25,7 @@ def test_every_option_is_keyed_unless_named() -> None:
 
 def test_the_inputs_are_the_traces_and_the_rules() -> None:
     rules = Path("rules.toml")
+    assert Options(("a", "b"), logs=("x.log", "y.log")).inputs == ["a", "b", "x.log", "y.log"]
     assert Options(("a", "b")).inputs == ["a", "b"]
     assert Options(("a",), rules_path=rules).inputs == ["a", rules]
     assert Options(("a",), rules_path=rules).and_rules(["x", "y"]) == ["x", "y", rules]
