@@ -251,8 +251,9 @@ class ProfileLink:
     ``overhead_warning`` when the two differ by more than 5 points (the profile slowed one side
     more: its A/B is skewed). ``predicted_pct``: the step change the profile's mechanism
     accounts for — exposed communication plus compute inflation, per iteration, relative to the
-    profiled off step; ``explains_pct``: that as a share of the accepted change (None where the
-    signs differ or nothing was accepted); ``sentence`` says which."""
+    profiled off step; ``explains_pct``: that as a share of the accepted (or, on a shorter run,
+    screened) change (None where the signs differ or the change is not measurable);
+    ``sentence`` says which."""
 
     overhead_pct: tuple[float | None, float | None]
     overhead_warning: str | None

@@ -460,7 +460,8 @@ def _show_in_jupyter() -> None:
         return
     formatters = shell.display_formatter.formatters
     html = formatters["text/html"]
-    for kind in (TraceAnalysis, Comparison, RanksAnalysis, RanksComparison, CompatRun):
+    for kind in (TraceAnalysis, Comparison, RanksAnalysis, RanksComparison, CompatRun,
+                 Acceptance, AcceptedComparison):  # fmt: skip
         html.for_type(kind, lambda result: render(result, "html"))
     png = formatters["image/png"]
     figure_type = ("matplotlib.figure", "Figure")
