@@ -35,6 +35,7 @@ from nsysmoe.renderers.html import format_document as html_document
 from nsysmoe.renderers.markdown import format_document as markdown_document
 from nsysmoe.renderers.report.acceptance import SECTIONS
 from nsysmoe.renderers.terminal import format_document as terminal_document
+from tests.renderers.pages import assert_well_formed
 
 PEAK = 61_234_567_890  # bytes: 57.029 GiB
 HOSTILE = "x<script>alert(1)</script>|[a](http://e.vil) **b** \x1b[2J\x1b]0;pwned\x07\u202e"
@@ -85,25 +86,6 @@ def validator() -> jsonschema.Draft202012Validator:
 def first_line(text: str) -> str:
     return text.lstrip("\n").split("\n", 1)[0]
 
-
-def well_formed(page: str) -> None:
-    """Every element closed in order (void elements aside)."""
-    stack: list[str] = []
-    void = {"meta", "br", "img", "hr", "input", "link"}
-
-    class Check(HTMLParser):
-        def handle_starttag(self, tag: str, attrs) -> None:  # noqa: ANN001
-            if tag not in void:
-                stack.append(tag)
-
-        def handle_endtag(self, tag: str) -> None:
-            assert stack and stack.pop() == tag, (tag, stack)
-
-    Check().feed(page)
-    assert not stack, stack
-
-
-# --- logs alone ----------------------------------------------------------------------------------
 
 
 def test_one_log_opens_with_its_median_ci_and_grade() -> None:
@@ -344,7 +326,7 @@ def test_bundle_outline_nests_the_profile_under_section_5(accepted) -> None:  # 
 def test_page_sections_in_the_bundle_order(accepted) -> None:  # noqa: ANN001
     c = accepted.comparison
     page = render(accepted, "html", page=True)
-    well_formed(page)
+    assert_well_formed(page)
     headings = ["<h3>" + VERDICT, *(f"<h4>{s}</h4>" for s in SECTIONS), "<h5>nsysmoe A/B"]
     where = [page.find(h) for h in headings]
     assert -1 not in where and where == sorted(where), dict(zip(headings, where, strict=True))
@@ -422,7 +404,7 @@ def test_hostile_label_path_argument_and_note_are_neutralised(accepted) -> None:
         assert "<script>" not in md and "x&lt;script&gt;" in md
         assert "&lt;/script&gt;\\|[a]\\(http\\://e.vil)" in md  # no cell end, link, autolink
         assert "<script" not in page and "x&lt;script&gt;alert(1)&lt;/script&gt;|" in page
-        well_formed(page)
+        assert_well_formed(page)
 
 
 def test_section_block_in_every_writer() -> None:

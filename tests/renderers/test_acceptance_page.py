@@ -7,32 +7,16 @@ Skips, saying why, when no Chromium is installed, except under CI=true, where it
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
-
-import pytest
 
 from nsysmoe import api
 from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.renderers import render
 from nsysmoe.renderers.report.acceptance import SECTIONS
 from tests.renderers.test_acceptance import AB, HOSTILE, LINK, OFF, R1, VERDICT, side
-from tests.renderers.test_html_page import BROWSERS
-
-
-@pytest.fixture(scope="module")
-def browser() -> str:
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    reason = f"no headless browser on PATH (looked for {', '.join(BROWSERS)})"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + "; under CI=true it must be there (.ci/run installs chromium)")
-    pytest.skip(reason)
 
 
 def open_page(browser: str, tmp: Path, page: str) -> tuple[str, list[str]]:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import html as htmllib
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -30,8 +28,8 @@ from nsysmoe.renderers import document, html, render
 from nsysmoe.renderers.document import Document
 from tests.conftest import require_shared
 from tests.fixtures.hostile import KERNELS, edited, export
+from tests.renderers.pages import assert_well_formed
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 WIDTH, HEIGHT = 1280, 8000  # one window for the layout dump and the screenshot: same layout
 NERSC = ("nersc-ddp-4gpu-baseline.sqlite", "nersc-ddp-4gpu-bucketcap100mb.sqlite")
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -113,22 +111,6 @@ def assert_offline(page: str, svgs: dict[str, str]) -> None:
     after = [names[i + 1] for i, t in enumerate(names) if t == "figure"]
     assert after == ["svg"] * len(svgs), after
     assert names.count("svg") == len(svgs)
-
-
-def assert_well_formed(page: str) -> None:
-    """Every opened tag is closed in order (void tags aside): no markup leaked from text."""
-    stack: list[str] = []
-
-    class Check(HTMLParser):
-        def handle_starttag(self, tag: str, attrs) -> None:  # noqa: ANN001
-            if tag not in {"br", "img", "meta"}:
-                stack.append(tag)
-
-        def handle_endtag(self, tag: str) -> None:
-            assert stack and stack.pop() == tag, (tag, stack[-3:])
-
-    Check().feed(page)
-    assert not stack, stack
 
 
 def test_page_is_one_self_contained_document(example_page, examples) -> None:  # noqa: ANN001
@@ -231,18 +213,6 @@ def test_the_apis_figure_svgs_inline() -> None:
 
 
 # --- the page in a real browser -----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> str:
-    """The headless browser's path (listed first, so a skip comes before any drawing)."""
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    reason = f"no headless browser on PATH (looked for {', '.join(BROWSERS)})"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + "; under CI=true it must be there (.ci/run installs chromium)")
-    pytest.skip(reason)
 
 
 def chromium(browser: str, tmp: Path, url: Path, *args: str, height: int = HEIGHT) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from html.parser import HTMLParser
 
 import polars as pl
 import pytest
@@ -18,6 +17,7 @@ from nsysmoe.renderers import document, render
 from nsysmoe.renderers.document import Details, Heading, Lines, Table
 from nsysmoe.renderers.json import SCHEMAS
 from nsysmoe.results import KernelSummary
+from tests.renderers.pages import assert_well_formed
 
 TEXT_FORMATS = ("terminal", "markdown", "html")
 HOSTILE = "evil<script>alert(1)</script>|kernel"
@@ -56,7 +56,7 @@ def test_every_result_in_every_text_format(results, kind: str, fmt: str) -> None
     assert text.strip(), (kind, fmt)
     assert HEADLINES[kind](result) in text, (kind, fmt)
     if fmt == "html":
-        _well_formed(text)
+        assert_well_formed(text)
 
 
 @pytest.mark.parametrize("kind", list(HEADLINES))
@@ -116,7 +116,7 @@ def test_trace_text_is_escaped_for_each_medium(results) -> None:
     assert "\\|kernel" in md  # the pipe cannot end the cell
     page = render(hostile, "html")
     assert "<script" not in page and "evil&lt;script&gt;" in page
-    _well_formed(page)
+    assert_well_formed(page)
     assert HOSTILE in render(hostile, "terminal")
 
 
@@ -125,7 +125,7 @@ def test_html_quotes_and_notes_are_escaped(results) -> None:
     hostile = replace(a, warnings=(f"<details ontoggle=alert(1)>{HOSTILE}",))
     page = render(hostile, "html")
     assert "<details ontoggle" not in page and "&lt;details ontoggle" in page
-    _well_formed(page)
+    assert_well_formed(page)
 
 
 def test_heading_and_lines_blocks_reach_every_format(results) -> None:
@@ -137,20 +137,3 @@ def test_heading_and_lines_blocks_reach_every_format(results) -> None:
     assert "> overlap off: " in md
     assert render(results["comparison"], "terminal").startswith("overlap off vs on, all GPUs")
     assert "<h3>nsysmoe A/B: overlap off vs on</h3>" in render(results["comparison"], "html")
-
-
-def _well_formed(page: str) -> None:
-    """Every opened tag is closed in order (void tags aside): no markup leaked from text."""
-    stack: list[str] = []
-    void = {"br", "img"}
-
-    class Check(HTMLParser):
-        def handle_starttag(self, tag: str, attrs) -> None:  # noqa: ANN001
-            if tag not in void:
-                stack.append(tag)
-
-        def handle_endtag(self, tag: str) -> None:
-            assert stack and stack.pop() == tag, (tag, stack)
-
-    Check().feed(page)
-    assert not stack, stack
