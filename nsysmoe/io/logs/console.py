@@ -23,6 +23,8 @@ ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 #: a launcher's per-rank prefix: torchrun's ``[default3]:`` / ``[rank3]:``, srun --label's
 #: ``3:``, mpirun --tag-output's ``[1,3]<stdout>:``
 LAUNCHER = r"(\[default\d+\]|\[rank\d+\]|\[\d+,\d+\]<std(?:out|err)>|(?:^|\s)\d+:(?:\s|$))"
+#: a number as the readers capture it: signed, thousands commas, exponent, or nan/inf
+NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf)))"
 
 
 @dataclass(frozen=True)

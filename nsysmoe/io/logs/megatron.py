@@ -28,6 +28,7 @@ import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
+from nsysmoe.io.logs.console import NUM
 from nsysmoe.io.logs.megatron_json import NO_ITERATIONS
 from nsysmoe.io.logs.schema import (
     TrainingLog,
@@ -37,7 +38,6 @@ from nsysmoe.io.logs.schema import (
     to_schema,
 )
 
-NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf)))"
 #: the record: an optional Megatron timestamp, then ``iteration N/ M |``
 RECORD = r"^(.*?)(?:\[\d{4}-\d\d-\d\d[ T][^\]]*\]\s*)?iteration\s+(\d+)\s*/\s*(\d+)\s*\|"
 HEADER = r"iteration\s+\d+\s*/\s*\d+\s*\|"

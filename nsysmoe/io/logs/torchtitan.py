@@ -18,6 +18,7 @@ import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
+from nsysmoe.io.logs.console import NUM
 from nsysmoe.io.logs.megatron_json import NO_ITERATIONS
 from nsysmoe.io.logs.schema import (
     TrainingLog,
@@ -27,7 +28,6 @@ from nsysmoe.io.logs.schema import (
     to_schema,
 )
 
-NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf)))"
 #: a step line, with what comes before it (the launcher prefix and the logger's own)
 RECORD = r"^(.*?)\bstep:\s*(\d+)\s+loss:"
 HEADER = r"\bstep:\s*\d+\s+loss:"
