@@ -7,10 +7,8 @@ seeds' rule (a winner needs a run of 50 iterations; 6 or more post-warm-up steps
 Statistics are over *samples*, each weighing once: a line averaging a log interval of k
 iterations is one sample of k iterations, never k steps; a sample without a finite positive
 metric is left out and counted. Confidence intervals are percentile bootstraps over samples with
-a fixed seed (the same logs give the same figures): up to :data:`EXACT_MAX` samples by
-resampling, vectorised and chunked so memory stays bounded; above it the resamples' medians are
-drawn exactly from order statistics (O(resamples) after one sort) and the mean's CI is the
-normal one, so a log of millions of samples takes seconds, not minutes.
+a fixed seed (the same logs give the same figures), made by :mod:`nsysmoe.measure.bootstrap`
+(bounded in memory and time on a log of millions of samples).
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from nsysmoe.acceptance import (
 )
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import TrainingLog
+from nsysmoe.measure import bootstrap
 from nsysmoe.measure.validity import is_true
 from nsysmoe.measure.window import Warmup, warmup_count
 
@@ -48,13 +47,6 @@ LOSS_TOLERANCE = 0.01
 #: stream, so the sides are resampled independently and each once for all its changes)
 RESAMPLES = 2000
 SEED = 0
-#: elements of one resample chunk (indices and values): bounds the bootstrap's memory
-CHUNK = 1 << 20
-#: the most samples a side is bootstrapped by resampling (resamples × samples draws); above it
-#: the medians come from order statistics and the mean's CI from the normal approximation
-EXACT_MAX = 20_000
-#: the standard normal's 97.5 % quantile
-Z975 = 1.959963984540054
 #: a side's note where the logs share no steady iteration
 APART = "the logs share no steady iterations: each is measured on its own window"
 FORCED = "--moe-router-force-load-balancing"
@@ -264,9 +256,9 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
     if equivalent and _forced(log.config):
         notes.append(f"{FORCED} true: benchmark-only, its losses are not compared")
     rng = np.random.Generator(np.random.PCG64(stream))
-    mean_ci, medians = _draw(values, rng, resamples)  # the step times' draws first, as before
+    mean_ci, medians = bootstrap.draw(values, rng, resamples)  # the step times' draws first
     tflops = _positive(rows, "tflops")
-    tflops_ci, tflops_medians = _draw(tflops, rng, resamples)
+    tflops_ci, tflops_medians = bootstrap.draw(tflops, rng, resamples)
     stepped = metric == "step time"
     side = AcceptanceSide(
         label=label, path=log.path, format=log.format, rank=log.rank, window=lw, metric=metric,  # type: ignore[arg-type]
@@ -372,74 +364,6 @@ def _forced(config: dict[str, str]) -> bool:
     return value is not None and (value.strip() == "" or is_true(value))
 
 
-def _draw(values: np.ndarray, rng: np.random.Generator,
-          resamples: int) -> tuple[tuple[float, float] | None, np.ndarray]:  # fmt: skip
-    """The mean's 95 % CI and ``resamples`` bootstrap medians of ``values`` (None and none with
-    fewer than 2): by resampling up to :data:`EXACT_MAX` values, above it by order statistics
-    and the normal approximation (resampling costs resamples × values draws)."""
-    if len(values) < 2:
-        return None, np.empty(0)
-    if len(values) <= EXACT_MAX:
-        means, medians = _bootstrap(values, rng, resamples)
-        return _percentiles(means), medians
-    mean = float(np.mean(values))
-    half = Z975 * float(np.std(values, ddof=1)) / np.sqrt(len(values))
-    return (mean - half, mean + half), order_medians(np.sort(values), rng, resamples)
-
-
-def order_medians(ordered: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    """``resamples`` medians of resamples (with replacement) of the sorted ``ordered``, drawn
-    exactly in O(resamples): a resample's m-th order statistic is F_n^-1(U_(m)), U_(m) ~
-    Beta(m, n-m+1) the m-th of n uniforms; for even n the median is the mean of the m-th and
-    (m+1)-th, U_(m+1) = U_(m) + (1 - U_(m)) · Beta(1, n-m) (the least of the n-m uniforms above
-    U_(m))."""
-    n = len(ordered)
-    m = (n + 1) // 2  # odd n: the middle; even n: the lower of the middle two
-    u = rng.beta(m, n - m + 1, resamples)
-    low = ordered[_quantile_index(u, n)]
-    if n % 2:
-        return low
-    upper = u + (1 - u) * rng.beta(1, n - m, resamples)
-    return (low + ordered[_quantile_index(upper, n)]) / 2
-
-
-def _quantile_index(u: np.ndarray, n: int) -> np.ndarray:
-    """F_n^-1(u) as an index into the sorted values: the ceil(n·u)-th smallest."""
-    return np.clip(np.ceil(u * n).astype(np.int64) - 1, 0, n - 1)
-
-
-def _bootstrap(values: np.ndarray, rng: np.random.Generator,
-               resamples: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The means and medians of ``resamples`` resamples (with replacement) of ``values``, both
-    from the same draws, made in chunks of at most :data:`CHUNK` elements."""
-    n = len(values)
-    rows = max(1, CHUNK // n)
-    means = np.empty(resamples, dtype=np.float64)
-    medians = np.empty(resamples, dtype=np.float64)
-    for start in range(0, resamples, rows):
-        m = min(rows, resamples - start)
-        drawn = values[rng.integers(0, n, size=(m, n))]
-        means[start : start + m] = drawn.mean(axis=1)
-        medians[start : start + m] = row_medians(drawn)
-    return means, medians
-
-
-def row_medians(drawn: np.ndarray) -> np.ndarray:
-    """Each row's median (the middle value, or the mean of the middle two), by a partial sort:
-    half the time of ``np.median`` on the bootstrap's wide rows."""
-    n = drawn.shape[1]
-    k = n // 2
-    if n % 2:
-        return np.partition(drawn, k, axis=1)[:, k]
-    middle = np.partition(drawn, (k - 1, k), axis=1)
-    return (middle[:, k - 1] + middle[:, k]) / 2
-
-
-def _percentiles(draws: np.ndarray) -> tuple[float, float]:
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return float(low), float(high)
-
-
 def _change(measured: list[_Measured], base: int, to: int, equivalent: bool,
             tolerance: float) -> Change:  # fmt: skip
     """Side ``to`` against side ``base``: the medians' relative change with its bootstrap CI
@@ -470,7 +394,7 @@ def _relative_ci(to: np.ndarray, base: np.ndarray) -> tuple[float, float] | None
     base draw is 0."""
     if not len(to) or not len(base) or not base.all():
         return None
-    return _percentiles(100.0 * (to / base - 1))
+    return bootstrap.percentiles(100.0 * (to / base - 1))
 
 
 def _verdict(pct: float | None, ci: tuple[float, float] | None,

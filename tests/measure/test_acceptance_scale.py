@@ -15,7 +15,7 @@ import pytest
 
 from nsysmoe.io.logs import TrainingLog
 from nsysmoe.io.logs.schema import to_schema
-from nsysmoe.measure import acceptance as measure
+from nsysmoe.measure import bootstrap
 from nsysmoe.measure.acceptance import accept
 
 
@@ -28,7 +28,7 @@ def test_odd_order_medians_follow_the_binomial_law() -> None:
     among the j smallest, P = P(Binomial(11, j/11) >= 6)."""
     n, m, draws = 11, 6, 200_000
     ordered = np.sort(rng(1).lognormal(0, 1, n))
-    medians = measure.order_medians(ordered, rng(2), draws)
+    medians = bootstrap.order_medians(ordered, rng(2), draws)
     for j in range(1, n + 1):
         p = j / n
         law = sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(m, n + 1))
@@ -39,7 +39,7 @@ def test_even_order_medians_match_brute_force_resampling() -> None:
     """n = 10: the mean of the 5th and 6th order statistics, against 200,000 plain resamples."""
     n, draws = 10, 200_000
     x = rng(3).lognormal(0, 1, n)
-    fast = measure.order_medians(np.sort(x), rng(4), draws)
+    fast = bootstrap.order_medians(np.sort(x), rng(4), draws)
     brute = np.median(x[rng(5).integers(0, n, size=(draws, n))], axis=1)
     for v in np.unique(brute):
         assert np.mean(fast <= v) == pytest.approx(np.mean(brute <= v), abs=0.008), v
@@ -50,8 +50,8 @@ def test_order_bootstrap_ci_matches_the_exact_one(n: int) -> None:
     """30,000 samples: the 95 % CI of the median from order statistics (20,000 draws) agrees with
     the exact resampling bootstrap's (400 resamples) within half a bootstrap SD."""
     values = rng(n).lognormal(-2, 0.05, n)
-    exact = measure._bootstrap(values, rng(6), 400)[1]
-    fast = measure.order_medians(np.sort(values), rng(7), 20_000)
+    exact = bootstrap.resample(values, rng(6), 400)[1]
+    fast = bootstrap.order_medians(np.sort(values), rng(7), 20_000)
     sd = float(np.std(exact))
     assert float(np.std(fast)) == pytest.approx(sd, rel=0.15)
     for q in (2.5, 50, 97.5):
@@ -66,7 +66,7 @@ def big_log(values: np.ndarray, tflops: np.ndarray | None = None) -> TrainingLog
 
 
 def test_above_exact_max_the_mean_ci_is_normal_and_the_draws_deterministic() -> None:
-    n = measure.EXACT_MAX + 2  # EXACT_MAX + 1 kept after the warm-up sample
+    n = bootstrap.EXACT_MAX + 2  # EXACT_MAX + 1 kept after the warm-up sample
     values = 0.1 * rng(8).lognormal(0, 0.02, n)
     values[0] = 5.0  # one warm-up sample
     log = big_log(values, 300.0 * rng(9).lognormal(0, 0.01, n))
@@ -86,7 +86,7 @@ def test_above_exact_max_the_mean_ci_is_normal_and_the_draws_deterministic() -> 
 
 def test_up_to_exact_max_the_bootstrap_resamples() -> None:
     """EXACT_MAX samples are still resampled: the same CI as plain numpy draws of the stream."""
-    n = measure.EXACT_MAX
+    n = bootstrap.EXACT_MAX
     values = 0.1 * rng(12).lognormal(0, 0.02, n)
     side = accept([big_log(values)], ["x"], window=(1, n), resamples=50).sides[0]
     draws = np.random.Generator(np.random.PCG64(np.random.SeedSequence(0).spawn(1)[0]))

@@ -14,7 +14,7 @@ import pytest
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import TrainingLog
 from nsysmoe.io.logs.schema import to_schema
-from nsysmoe.measure import acceptance as measure
+from nsysmoe.measure import bootstrap
 from nsysmoe.measure.acceptance import accept
 
 
@@ -52,7 +52,7 @@ def test_chunking_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     draws (one generator, read in order)."""
     logs = [log_of(steady(80, 0.1, 3)), log_of(steady(80, 0.095, 4))]
     whole = accept(logs, ["a", "b"], window=(1, 80))
-    monkeypatch.setattr(measure, "CHUNK", 80 * 7)
+    monkeypatch.setattr(bootstrap, "CHUNK", 80 * 7)
     chunked = accept(logs, ["a", "b"], window=(1, 80))
     assert chunked.to_dict() == whole.to_dict()
 
@@ -60,7 +60,7 @@ def test_chunking_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("n", [1, 2, 7, 50, 51])
 def test_row_medians_equal_statistics_median(n: int) -> None:
     rows = np.random.default_rng(n).lognormal(0, 1, (20, n))
-    assert list(measure.row_medians(rows)) == [statistics.median(r) for r in rows.tolist()]
+    assert list(bootstrap.row_medians(rows)) == [statistics.median(r) for r in rows.tolist()]
 
 
 def test_bootstrap_covers_the_truth() -> None:
