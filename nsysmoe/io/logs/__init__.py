@@ -21,8 +21,8 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs.console import ANSI, chunks
 from nsysmoe.io.logs.megatron import HEADER as MEGATRON_HEADER
 from nsysmoe.io.logs.megatron import read_megatron
-from nsysmoe.io.logs.megatron_json import NO_ITERATIONS, looks_like_metrics_json, read_megatron_json
-from nsysmoe.io.logs.schema import LOG_SCHEMA, LogFormat, Sampling, TrainingLog
+from nsysmoe.io.logs.megatron_json import looks_like_metrics_json, read_megatron_json
+from nsysmoe.io.logs.schema import LOG_SCHEMA, NO_ITERATIONS, LogFormat, Sampling, TrainingLog
 from nsysmoe.io.logs.table import looks_like_csv, looks_like_jsonl, read_table
 from nsysmoe.io.logs.torchtitan import HEADER as TORCHTITAN_HEADER
 from nsysmoe.io.logs.torchtitan import read_torchtitan

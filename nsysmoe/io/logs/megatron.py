@@ -29,8 +29,10 @@ import polars as pl
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
 from nsysmoe.io.logs.console import NUM
-from nsysmoe.io.logs.megatron_json import NO_ITERATIONS
 from nsysmoe.io.logs.schema import (
+    BAD_UTF8,
+    CUT_LAST_LINE,
+    NO_ITERATIONS,
     TrainingLog,
     common_gap,
     drop_nonpositive,
@@ -66,11 +68,6 @@ ARGS_END = r"-{3,} end of arguments -{3,}"
 ARG = r"\s\s([A-Za-z_]\w*) \.{2,} ?(.*?)\s*$"
 
 
-def looks_like_megatron(text: str) -> bool:
-    """Whether text holds a Megatron ``iteration N/ M |`` line."""
-    return pl.Series([text]).str.contains(HEADER).item() is True
-
-
 def read_megatron(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> TrainingLog:
     """Read a Megatron-LM / Megatron-Bridge console log, streamed (see the module docstring)."""
     parts: list[pl.DataFrame] = []
@@ -102,11 +99,11 @@ def read_megatron(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Trainin
     table, restarts = console.last_run(table)
     notes += restarts
     if truncated:
-        notes.append("the last line is cut off (no line end): left out.")
+        notes.append(CUT_LAST_LINE)
     if malformed:
         notes.append(f"{malformed} malformed iteration line(s) left out.")
     if bad_utf8:
-        notes.append("bytes that are not UTF-8 were read as replacement characters.")
+        notes.append(BAD_UTF8)
     return _training_log(path, table, rank, ranks, peak, config, notes)
 
 

@@ -20,6 +20,7 @@ import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs.schema import (
+    NO_ITERATIONS,
     TrainingLog,
     common_gap,
     drop_nonpositive,
@@ -40,10 +41,6 @@ METRICS = {
 #: a metrics JSON is a few kB per metric; anything far larger is not one (and is not read whole)
 MAX_BYTES = 256 * 1024 * 1024
 CONFIG_NAME = "model_config.yaml"
-NO_ITERATIONS = (
-    "no training iterations found: expected Megatron 'iteration N/ M |' lines, a Megatron "
-    "metrics JSON, torchtitan 'step: N' lines or a CSV/JSONL with step and step_time_s"
-)
 
 
 def looks_like_metrics_json(head: str) -> bool:

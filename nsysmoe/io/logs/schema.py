@@ -2,7 +2,8 @@
 
 One table for every training-log format, so the acceptance measure (``nsysmoe.measure``) reads
 one shape whatever wrote the log. Kept apart from the readers so each reader imports it without
-importing the others.
+importing the others; with it, the messages every reader words the same way (written once
+here, so a user sees one sentence for one thing whatever the format).
 """
 
 from __future__ import annotations
@@ -26,6 +27,16 @@ LOG_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "global_batch": pl.Int64,
     "mem_max_allocated_bytes": pl.Int64,  # where logged per sample (metrics JSON), else null
 }
+
+#: the one line for a file with no training iteration in it (every reader and the sniffing)
+NO_ITERATIONS = (
+    "no training iterations found: expected Megatron 'iteration N/ M |' lines, a Megatron "
+    "metrics JSON, torchtitan 'step: N' lines or a CSV/JSONL with step and step_time_s"
+)
+#: the note for a last line without a line end (a writer cut off mid-line), left out
+CUT_LAST_LINE = "the last line is cut off (no line end): left out."
+#: the note for bytes that are not UTF-8 (each read as a replacement character)
+BAD_UTF8 = "bytes that are not UTF-8 were read as replacement characters."
 
 LogFormat = Literal["megatron", "megatron-json", "torchtitan", "csv", "jsonl"]
 Sampling = Literal["mean", "point"]

@@ -21,6 +21,8 @@ import polars as pl
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
 from nsysmoe.io.logs.schema import (
+    BAD_UTF8,
+    CUT_LAST_LINE,
     LOG_SCHEMA,
     TrainingLog,
     common_gap,
@@ -116,7 +118,7 @@ def read_table(path: Path, kind: str, chunk_bytes: int = console.CHUNK_BYTES) ->
     table, notes = console.last_run(table)
     notes += _notes(counts, bad_columns)
     if bad_utf8:
-        notes.append("bytes that are not UTF-8 were read as replacement characters.")
+        notes.append(BAD_UTF8)
     if "iterations" not in table.columns:
         table = table.with_columns(pl.lit(1, dtype=pl.Int64).alias("iterations"))
     table = to_schema(table.with_columns(pl.col("iterations").fill_null(1)))
@@ -222,7 +224,7 @@ def _notes(counts: dict[str, int], bad_columns: set[str]) -> list[str]:
     """One sentence per reason rows were left out."""
     notes: list[str] = []
     if counts["cut"]:
-        notes.append("the last line is cut off (no line end): left out.")
+        notes.append(CUT_LAST_LINE)
     if counts["not_json"]:
         notes.append(f"{counts['not_json']} line(s) that are not a JSON object left out.")
     if counts["no_step"]:

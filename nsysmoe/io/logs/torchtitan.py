@@ -19,8 +19,10 @@ import polars as pl
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import console
 from nsysmoe.io.logs.console import NUM
-from nsysmoe.io.logs.megatron_json import NO_ITERATIONS
 from nsysmoe.io.logs.schema import (
+    BAD_UTF8,
+    CUT_LAST_LINE,
+    NO_ITERATIONS,
     TrainingLog,
     common_gap,
     drop_nonpositive,
@@ -83,11 +85,11 @@ def read_torchtitan(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Train
     if peak is not None:
         notes.append(MEMORY_NOTE)
     if truncated:
-        notes.append("the last line is cut off (no line end): left out.")
+        notes.append(CUT_LAST_LINE)
     if malformed:
         notes.append(f"{malformed} malformed step line(s) left out.")
     if bad_utf8:
-        notes.append("bytes that are not UTF-8 were read as replacement characters.")
+        notes.append(BAD_UTF8)
     log_interval = common_gap(table.get_column("iteration"))
     table, nonpositive = drop_nonpositive(to_schema(
         table.with_columns(console.iterations_covered(table.get_column("iteration"), log_interval))
