@@ -32,8 +32,8 @@ SCREEN_MIN_STEPS = 6
 #: two runs of one configuration differ by about a percent. A verdict accepts a change only
 #: where the whole 95 % CI of the median step change lies beyond it (high < -1 % or low > +1 %);
 #: a change whose CI excludes 0 but reaches within the floor is no measurable change
-#: (Megatron-LM CI's dp-last-cp2 pair: -0.7 %, its CI within -1.5 … 0 %). The profile A/B's verdicts
-#: use the same 1 % at least (nsysmoe.ab.verdict.MIN_NOISE).
+#: (Megatron-LM CI's dp-last-cp2 pair: -0.7 %, its CI -1.05 … -0.35 %). The profile A/B's
+#: verdicts use the same 1 % at least (nsysmoe.ab.verdict.MIN_NOISE).
 MIN_CHANGE_PCT = 1.0
 
 #: "acceptance": the run reached ACCEPT_MIN_RUN iterations; "screening": a shorter run (its
@@ -61,7 +61,7 @@ SAMPLE_SCHEMA = {
 class LogWindow:
     """Which samples of a log were measured, and why: ``first``/``last`` iteration covered,
     ``steps`` (iterations the samples cover, a sample of a k-iteration log interval counting
-    k), ``samples``, ``log_interval`` (iterations between samples), ``warmup`` (samples left
+    k), ``samples``, ``log_interval`` (iterations between samples), ``warmup_samples`` (samples left
     out before it as warm-up), ``run_iterations`` (the iterations the log's run covers, from its
     first logged sample's first iteration to its last: a run resumed at iteration 1001 that
     logged 10 lines is a 10-iteration run),
@@ -73,7 +73,7 @@ class LogWindow:
     samples: int
     log_interval: int
     why: WindowWhy
-    warmup: int
+    warmup_samples: int
     run_iterations: int | None
     grade: Grade
     description: str
@@ -81,7 +81,7 @@ class LogWindow:
     def to_dict(self) -> dict[str, object]:
         return {"first": self.first, "last": self.last, "steps": self.steps,
                 "samples": self.samples, "log_interval": self.log_interval, "why": self.why,
-                "warmup_samples": self.warmup, "run_iterations": self.run_iterations,
+                "warmup_samples": self.warmup_samples, "run_iterations": self.run_iterations,
                 "grade": self.grade, "description": self.description}  # fmt: skip
 
 
@@ -115,6 +115,8 @@ class AcceptanceSide:
     samples: pl.DataFrame  # the window's samples (SAMPLE_SCHEMA)
     mean_tflops: float | None = None  # None: no TFLOP/s logged in the window
     ci95_mean_tflops: tuple[float, float] | None = None  # None: fewer than 2 TFLOP/s samples
+    #: run with forced load balancing (--moe-router-force-load-balancing): benchmark-only
+    benchmark_only: bool = False
 
     def to_dict(self) -> dict[str, object]:
         ci, tci = self.ci95_mean_step_s, self.ci95_mean_tflops
@@ -128,6 +130,7 @@ class AcceptanceSide:
                 "loss_finite": self.loss_finite, "skipped_iterations": self.skipped_iterations,
                 "nan_iterations": self.nan_iterations,
                 "peak_memory_bytes": self.peak_memory_bytes,
+                "benchmark_only": self.benchmark_only,
                 "config": dict(self.config), "notes": list(self.notes)}  # fmt: skip
 
 
@@ -148,6 +151,8 @@ class Change:
     max_loss_diff: float | None = None  # None: not declared equivalent, or no common loss
     loss_flagged: bool = False
     ci95_median_tflops_pct: tuple[float, float] | None = None
+    #: the largest per-iteration loss difference relative to the base's loss there, in %
+    max_loss_diff_pct: float | None = None
 
     @property
     def sentence(self) -> str:
@@ -173,6 +178,7 @@ class Change:
                 "ci95_median_tflops_pct": None if tci is None else list(tci),
                 "verdict": self.verdict,
                 "sentence": self.sentence, "max_loss_diff": self.max_loss_diff,
+                "max_loss_diff_pct": self.max_loss_diff_pct,
                 "loss_flagged": self.loss_flagged}  # fmt: skip
 
 
@@ -253,18 +259,22 @@ class ProfileLink:
     accounts for — exposed communication plus compute inflation, per iteration, relative to the
     profiled off step; ``explains_pct``: that as a share of the accepted (or, on a shorter run,
     screened) change (None where the signs differ or the change is not measurable);
-    ``sentence`` says which."""
+    ``sentence`` says which. ``overhead_gap_pp``: the two overheads apart, in points;
+    ``profiled_step_pct``: the profile's own median step change, relative to its off step."""
 
     overhead_pct: tuple[float | None, float | None]
     overhead_warning: str | None
     predicted_pct: float | None
     explains_pct: float | None
     sentence: str
+    overhead_gap_pp: float | None = None
+    profiled_step_pct: float | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"overhead_pct": list(self.overhead_pct),
+        return {"overhead_pct": list(self.overhead_pct), "overhead_gap_pp": self.overhead_gap_pp,
                 "overhead_warning": self.overhead_warning, "predicted_pct": self.predicted_pct,
-                "explains_pct": self.explains_pct, "sentence": self.sentence}  # fmt: skip
+                "profiled_step_pct": self.profiled_step_pct, "explains_pct": self.explains_pct,
+                "sentence": self.sentence}  # fmt: skip
 
 
 @dataclass(frozen=True)

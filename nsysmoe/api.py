@@ -39,6 +39,7 @@ from nsysmoe.peers import compat_analysis, profiler_step_names
 from nsysmoe.ranks import run_analysis
 from nsysmoe.renderers import render
 from nsysmoe.renderers.cells import plural
+from nsysmoe.renderers.names import distinct_tails
 from nsysmoe.renderers.plot import (
     FigureJob,
     breakdown_figure,
@@ -228,13 +229,8 @@ def accept(
 
 def log_labels(paths: Sequence[str]) -> list[str]:
     """Names for logs: the file names, with as many parent folders as makes them distinct
-    (``off/golden_values.json``, ``on/golden_values.json``)."""
-    parts = [Path(p).parts for p in paths]
-    for depth in range(1, max(len(p) for p in parts) + 1):
-        names = ["/".join(p[-depth:]) for p in parts]
-        if len(set(names)) == len(names):
-            return names
-    return [f"{i + 1}: {name}" for i, name in enumerate(names)]
+    (:func:`~nsysmoe.renderers.names.distinct_tails`)."""
+    return distinct_tails(paths)
 
 
 def _compare(

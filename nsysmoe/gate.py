@@ -140,7 +140,7 @@ def _acceptance_values(acc: Acceptance) -> dict[str, float | None]:
         "accepted_tflops_delta_pct": head.median_tflops_pct if head is not None and took
         else None,
         "step_delta_pct": None if head is None else head.median_step_pct,
-        "accepted_steps": float(min(s.window.steps for s in acc.sides)),
+        "window_steps": float(min(s.window.steps for s in acc.sides)),
         "median_step_s": last.median_step_s,
         "median_tflops": last.median_tflops,
         "nan_iterations": worst(lambda s: s.nan_iterations),
@@ -156,10 +156,9 @@ def _accepted_values(ac: AcceptedComparison) -> dict[str, float | None]:
     """An A/B with its acceptance: the profile's keys, the acceptance's, and the link:
     ``profile_overhead_gap_pp`` (the sides' profiling overheads apart, in points) and
     ``profile_explains_pct``."""
-    over = ac.link.overhead_pct
-    gap = None if None in over else abs(over[1] - over[0])  # type: ignore[operator]
     return _comparison_values(ac.comparison) | _acceptance_values(ac.acceptance) | {
-        "profile_overhead_gap_pp": gap, "profile_explains_pct": ac.link.explains_pct}
+        "profile_overhead_gap_pp": ac.link.overhead_gap_pp,
+        "profile_explains_pct": ac.link.explains_pct}
 
 
 values.register(Acceptance, _acceptance_values)

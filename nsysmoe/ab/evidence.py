@@ -20,8 +20,8 @@ from nsysmoe.results import Comparison, TraceAnalysis
 
 #: sides whose profiling overheads differ by more than this many points skew the profiled A/B
 OVERHEAD_GAP_PP = 5.0
-#: what an accepted (or screened) change is: the verdicts whose CI excludes 0, and the word
-#: the sentence calls its figure by
+#: what an accepted (or screened) change is: the verdicts whose CI clears the run-to-run floor
+#: (nsysmoe.acceptance.MIN_CHANGE_PCT), and the word the sentence calls its figure by
 DECIDED = {"accepted improvement": "accepted", "accepted regression": "accepted",
            "screened improvement": "screened", "screened regression": "screened"}  # fmt: skip
 
@@ -48,9 +48,9 @@ def profile_link(c: Comparison, acceptance: Acceptance) -> ProfileLink:
     :data:`OVERHEAD_GAP_PP` points) and the share of the accepted change the profile explains."""
     off, on = acceptance.sides
     overheads = (overhead_pct(c.off.analysis, off), overhead_pct(c.on.analysis, on))
-    warning = None
-    if None not in overheads:
-        gap = abs(overheads[1] - overheads[0])  # type: ignore[operator]
+    warning = gap = None
+    if overheads[0] is not None and overheads[1] is not None:
+        gap = abs(overheads[1] - overheads[0])
         if gap > OVERHEAD_GAP_PP:
             warning = (f"profiling overhead differs by {gap:.1f} points between the sides "
                        f"({overheads[0]:+.1f} % vs {overheads[1]:+.1f} %): the profiled A/B "
@@ -73,7 +73,7 @@ def profile_link(c: Comparison, acceptance: Acceptance) -> ProfileLink:
         explains = 100.0 * predicted / accepted
         sentence = (f"the profile explains {explains:.0f} % of the {DECIDED[change.verdict]} "
                     f"{accepted:+.1f} %{measured}")  # fmt: skip
-    return ProfileLink(overheads, warning, predicted, explains, sentence)
+    return ProfileLink(overheads, warning, predicted, explains, sentence, gap, own)
 
 
 def predicted_pct(c: Comparison) -> float | None:

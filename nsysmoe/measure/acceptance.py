@@ -6,9 +6,9 @@ rule (:func:`nsysmoe.measure.window.warmup_count`) on its step-time samples, and
 seeds' rule (a winner needs a run of 50 iterations; 6 or more post-warm-up steps only screen).
 Statistics are over *samples*, each weighing once: a line averaging a log interval of k
 iterations is one sample of k iterations, never k steps; a sample without a finite positive
-metric is left out and counted. Confidence intervals are percentile bootstraps over samples with
-a fixed seed (the same logs give the same figures), made by :mod:`nsysmoe.measure.bootstrap`
-(bounded in memory and time on a log of millions of samples).
+metric is left out and counted. Confidence intervals are bootstraps over samples with a fixed
+seed (the same logs give the same figures), made by :mod:`nsysmoe.measure.bootstrap`: percentile
+intervals, and on a log of millions of samples the mean's normal one.
 """
 
 from __future__ import annotations
@@ -227,12 +227,12 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
     else:
         _, samples, warm = _steady(log, metric)
         skipped = warm.skipped
-        if warm.median_ns is None or warm.tolerance is None:
+        if warm.median is None or warm.tolerance is None:
             why, how = "whole log", "whole log: fewer than 3 samples, no warm-up detected"
         else:
             why = "warm-up detected"
-            median = (f"{warm.median_ns * 1e3:,.3f} ms" if metric == "step time"
-                      else f"{1 / warm.median_ns:,.0f} tokens/s")  # fmt: skip
+            median = (f"{warm.median * 1e3:,.3f} ms" if metric == "step time"
+                      else f"{1 / warm.median:,.0f} tokens/s")  # fmt: skip
             how = (f"{skipped} {_plural(skipped, 'sample')} skipped as warm-up (until within "
                    f"{100 * warm.tolerance:.0f} % of the steady median {median})")  # fmt: skip
         if common is not None and (kept := _inside(samples, *common)).height < samples.height:
@@ -253,7 +253,8 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
                      "the step time itself is not known")  # fmt: skip
     if len(values) < 2:
         notes.append(f"{len(values)} sample in the window: no confidence interval")
-    if equivalent and _forced(log.config):
+    forced = _forced(log.config)
+    if equivalent and forced:
         notes.append(f"{FORCED} true: benchmark-only, its losses are not compared")
     rng = np.random.Generator(np.random.PCG64(stream))
     mean_ci, medians = bootstrap.draw(values, rng, resamples)  # the step times' draws first
@@ -272,6 +273,7 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
         config=tuple(sorted(log.config.items())), notes=tuple(notes),
         samples=samples.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]),
         mean_tflops=float(np.mean(tflops)) if len(tflops) else None, ci95_mean_tflops=tflops_ci,
+        benchmark_only=forced,
     )  # fmt: skip
     return _Measured(side, rows, values, medians, tflops, tflops_medians)
 
@@ -375,11 +377,12 @@ def _change(measured: list[_Measured], base: int, to: int, equivalent: bool,
     tflops_pct = _relative(t.tflops, b.tflops)
     tflops_ci = _relative_ci(t.tflops_medians, b.tflops_medians)
     grades = (b.side.window.grade, t.side.window.grade)
-    diff, flagged = None, False
-    if equivalent and not (_forced(dict(b.side.config)) or _forced(dict(t.side.config))):
-        diff, flagged = _loss_diff(b.rows, t.rows, tolerance)
+    diff = diff_pct = None
+    flagged = False
+    if equivalent and not (b.side.benchmark_only or t.side.benchmark_only):
+        diff, diff_pct, flagged = _loss_diff(b.rows, t.rows, tolerance)
     return Change(base, to, pct, ci, tflops_pct, _verdict(pct, ci, grades), diff, flagged,
-                  tflops_ci)  # fmt: skip
+                  tflops_ci, diff_pct)  # fmt: skip
 
 
 def _relative(to: np.ndarray, base: np.ndarray) -> float | None:
@@ -411,9 +414,10 @@ def _verdict(pct: float | None, ci: tuple[float, float] | None,
 
 
 def _loss_diff(base: pl.DataFrame, to: pl.DataFrame,
-               tolerance: float) -> tuple[float | None, bool]:  # fmt: skip
-    """The largest |loss_to − loss_base| over the iterations both windows hold with finite
-    losses, and whether any exceeds ``tolerance`` × |loss_base| at its iteration."""
+               tolerance: float) -> tuple[float | None, float | None, bool]:  # fmt: skip
+    """Over the iterations both windows hold with finite losses: the largest |loss_to −
+    loss_base|, the largest |loss_to − loss_base| / |loss_base| in % (None where every base
+    loss is 0), and whether any exceeds ``tolerance`` × |loss_base| at its iteration."""
     both = (
         base.select("iteration", pl.col("loss").alias("b"))
         .join(to.select("iteration", pl.col("loss").alias("t")), on="iteration")
@@ -422,7 +426,9 @@ def _loss_diff(base: pl.DataFrame, to: pl.DataFrame,
     lb, lt = both.get_column("b").to_numpy(), both.get_column("t").to_numpy()
     keep = np.isfinite(lb) & np.isfinite(lt)
     if not keep.any():
-        return None, False
-    diff = np.abs(lt[keep] - lb[keep])
-    return float(diff.max()), bool((diff > tolerance * np.abs(lb[keep])).any())
+        return None, None, False
+    diff, scale = np.abs(lt[keep] - lb[keep]), np.abs(lb[keep])
+    nonzero = scale > 0
+    pct = float(100.0 * (diff[nonzero] / scale[nonzero]).max()) if nonzero.any() else None
+    return float(diff.max()), pct, bool((diff > tolerance * scale).any())
 

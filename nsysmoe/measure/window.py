@@ -43,12 +43,13 @@ def still_warm(period: float, median: float, tolerance: float = WARMUP_TOLERANCE
 @dataclass(frozen=True)
 class Warmup:
     """Leading iterations judged warm-up: how many, and the rule's tolerance (a fraction) and
-    steady median where it decided (None with fewer than 3 iterations). ``median_ns`` is in the
-    periods' unit: nanoseconds for a trace's iterations, seconds for a training log's samples."""
+    steady median where it decided (None with fewer than 3 iterations). ``median`` is in the
+    periods' unit: nanoseconds for a trace's iterations, seconds (or seconds per token) for a
+    training log's samples."""
 
     skipped: int
     tolerance: float | None = None
-    median_ns: float | None = None
+    median: float | None = None
 
 
 def warmup_count(periods: np.ndarray) -> Warmup:
@@ -171,7 +172,7 @@ def _iterations(steps: Steps, span: Iterations, warm: Warmup,
                       else "warm-up given")  # fmt: skip
     choice = WindowChoice(
         "iterations", why, window, cpu_window, tuple(kept), len(numbers), warm.skipped,
-        warm.tolerance, warm.median_ns, asked, only is not None, tuple(steps.truncated),
+        warm.tolerance, warm.median, asked, only is not None, tuple(steps.truncated),
         steps.timeline, slow_first=_slow_first(steps, kept, warm.tolerance or WARMUP_TOLERANCE),
     )  # fmt: skip
     return _described(choice)

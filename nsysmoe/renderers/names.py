@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from os.path import commonprefix
+from pathlib import Path
 
 ELLIPSIS = "…"
 #: from this width on, distinct names are guaranteed to stay distinct
@@ -272,3 +273,16 @@ def side_labels(off: str, on: str, width: int = LABEL_WIDTH) -> tuple[str, str]:
     length costs no more than this to lay out; the report says the full names once."""
     a, b = distinct([off, on], width)
     return a, b
+
+
+def distinct_tails(paths: Sequence[str]) -> list[str]:
+    """Names for files: the file names, with as many parent folders as makes them distinct
+    (``off/golden_values.json``, ``on/golden_values.json``); numbered where even whole paths
+    repeat."""
+    parts = [Path(p).parts for p in paths]
+    names = [str(p) for p in paths]
+    for depth in range(1, max((len(p) for p in parts), default=0) + 1):
+        names = ["/".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [f"{i + 1}: {name}" for i, name in enumerate(names)]

@@ -55,7 +55,7 @@ def test_zero_and_negative_values_are_left_out_and_counted() -> None:
     values = [1.0] + [0.1, 0.0, 0.11, -0.1, 0.12, math.inf, 0.1, 0.105, 0.1]
     side = accept([log_of(values)], ["x"]).sides[0]
     kept = [v for v in values[1:] if math.isfinite(v) and v > 0]
-    assert side.window.samples == len(kept) and side.window.warmup == 1
+    assert side.window.samples == len(kept) and side.window.warmup_samples == 1
     assert side.median_step_s == statistics.median(kept)
     assert side.mean_step_s == pytest.approx(statistics.mean(kept), rel=1e-12)
     assert "2 samples with a zero or negative step time left out" in side.notes
@@ -209,3 +209,27 @@ def test_tflops_mean_ci_and_change_ci() -> None:
     jsonschema.Draft202012Validator(schema).validate(json.loads(json.dumps(doc)))
     without = accept([log_of(steady(20, 0.1, 14))], ["x"]).sides[0]
     assert (without.mean_tflops, without.ci95_mean_tflops) == (None, None)
+
+
+def test_loss_difference_relative_and_benchmark_only() -> None:
+    """The largest per-iteration loss difference relative to the base's loss, in % (plain
+    Python over the iterations both windows hold, even one whose step time was left out), and
+    the forced-balancing side marked benchmark-only whether or not equivalence was declared."""
+    n = 30
+    loss_b = [10.0 - 0.05 * i for i in range(n)]
+    loss_t = [x * (1 + 0.002 * (i % 4)) for i, x in enumerate(loss_b)]
+    steps_b, steps_t = steady(n, 0.1, 1), steady(n, 0.1, 2)
+    steps_t[17] = math.inf  # its sample is left out; its loss still counts
+    b, t = log_of(steps_b, loss=loss_b), log_of(steps_t, loss=loss_t)
+    result = accept([b, t], ["b", "t"], equivalent=True)
+    window = [i for i in range(n) if result.sides[0].window.first <= i + 1
+              <= result.sides[0].window.last]  # iterations are 1-based in log_of
+    change = result.changes[0]
+    want = max(100 * abs(loss_t[i] - loss_b[i]) / abs(loss_b[i]) for i in window)
+    assert change.max_loss_diff_pct == pytest.approx(want, rel=1e-12)
+    assert 17 in window and want == pytest.approx(0.6, rel=1e-9)  # 0.2 % × 3, at i % 4 == 3
+    assert not any(s.benchmark_only for s in result.sides)
+    forced = log_of(steps_t, loss=loss_t, config={"--moe-router-force-load-balancing": "True"})
+    plain = accept([b, forced], ["b", "t"])
+    assert [s.benchmark_only for s in plain.sides] == [False, True]
+    assert plain.to_dict()["sides"][1]["benchmark_only"] is True

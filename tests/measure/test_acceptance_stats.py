@@ -100,7 +100,7 @@ def test_grades_follow_the_seeds_rule() -> None:
     few = accept([log_of(steady(60, 0.1, 7))], ["x"], window=(46, 50)).sides[0].window
     assert few.grade == "too few" and "too few: 5 steps (screening needs 6)" in few.description
     whole = accept([log_of([0.1, 0.1])], ["x"]).sides[0].window
-    assert (whole.why, whole.warmup, whole.steps) == ("whole log", 0, 2)
+    assert (whole.why, whole.warmup_samples, whole.steps) == ("whole log", 0, 2)
     assert "whole log: fewer than 3 samples" in whole.description
 
 
@@ -110,7 +110,7 @@ def test_log_interval_means_count_their_iterations() -> None:
     values = [3.0] + steady(9, 0.5, 8)
     side = accept([log_of(values, interval=5)], ["x"]).sides[0]
     w = side.window
-    assert (w.first, w.last, w.steps, w.samples, w.warmup) == (6, 50, 45, 9, 1)
+    assert (w.first, w.last, w.steps, w.samples, w.warmup_samples) == (6, 50, 45, 9, 1)
     assert "iterations 6–50: 45 steps in 9 samples of 5 iterations (each a mean), 1 sample " \
            "skipped as warm-up" in w.description  # fmt: skip
     assert side.mean_step_s == pytest.approx(statistics.mean(values[1:]), rel=1e-12)

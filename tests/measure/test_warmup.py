@@ -42,7 +42,7 @@ def test_hand_made_warmups() -> None:
     # the slowest process decides: rank 1 is still warming up in iteration 1
     assert warmup(steps_of([150, 100, 100, 100, 100], [150, 130, 100, 100, 100])).skipped == 2
     w = warmup(steps_of([180, 125, 100, 101, 99, 100, 102]))
-    assert (w.skipped, w.tolerance, w.median_ns) == (2, 0.10, 100.5 * MS)  # median of 3–6
+    assert (w.skipped, w.tolerance, w.median) == (2, 0.10, 100.5 * MS)  # median of 3–6
 
 
 def test_noisy_steady_state_widens_the_tolerance() -> None:
@@ -50,7 +50,7 @@ def test_noisy_steady_state_widens_the_tolerance() -> None:
     (125 ms) warm-up; 3 robust SDs (44 %) do not."""
     noisy = [200, 125, 100, 115, 88, 112, 92, 110, 86, 114, 90, 108]
     w = warmup(steps_of(noisy))
-    assert w.skipped == 1 and round(100 * w.tolerance) == 44 and w.median_ns == 100 * MS
+    assert w.skipped == 1 and round(100 * w.tolerance) == 44 and w.median == 100 * MS
 
 
 def test_no_hint_for_an_iteration_the_rule_judged_steady() -> None:

@@ -10,10 +10,6 @@ Every label, path, argument and note is plain text here; each format escapes it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import polars as pl
-
 from nsysmoe.acceptance import (
     ACCEPT_MIN_RUN,
     SCREEN_MIN_STEPS,
@@ -33,6 +29,7 @@ from nsysmoe.renderers.document import (
     Table,
     nested,
 )
+from nsysmoe.renderers.names import distinct_tails
 from nsysmoe.renderers.report.comparison import ROLE_TEXT
 from nsysmoe.renderers.report.headline import display_path
 from nsysmoe.results import Comparison
@@ -196,15 +193,29 @@ def throughput_lines(acc: Acceptance) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+def label_line(acc: Acceptance) -> str:
+    """The change's label (the seeds' "training-equivalent vs benchmark-only"): benchmark-only
+    where a side forced load balancing, training-equivalent where declared, else neither."""
+    forced = [s.label for s in acc.sides if s.benchmark_only]
+    if forced:
+        return (f"label: benchmark-only (forced load balancing on {', '.join(forced)}): a "
+                "throughput comparison, not a training one")  # fmt: skip
+    if acc.equivalent:
+        return (f"label: training-equivalent, declared (--equivalent): per-iteration losses "
+                f"compared, tolerance {acc.loss_tolerance * 100:g} % of the base's loss")
+    return "label: not declared training-equivalent (--equivalent compares the losses)"
+
+
 def health_lines(acc: Acceptance) -> tuple[str, ...]:
-    """Per side: loss finite, skipped and NaN iterations, peak memory; per declared-equivalent
-    change: the largest per-iteration loss difference against the tolerance."""
-    out = []
+    """The label, then per side: loss finite, skipped and NaN iterations, peak memory; per
+    declared-equivalent change: the largest per-iteration loss difference against the
+    tolerance."""
+    out = [label_line(acc)]
     for s in acc.sides:
         loss = {None: "no loss logged in the window", True: "loss finite over the window",
                 False: "loss NOT finite (NaN or inf) in the window"}[s.loss_finite]  # fmt: skip
         out.append(f"{s.label}: {loss}; {_iterations(s.skipped_iterations, 'skipped')}, "
-                   f"{_iterations(s.nan_iterations, 'NaN')}; peak allocated "
+                   f"{_iterations(s.nan_iterations, 'NaN')}; peak memory "
                    f"{gib(s.peak_memory_bytes)}")  # fmt: skip
     if acc.equivalent:
         for c in acc.changes + tuple(c for c in acc.vs_base if c.base != c.to - 1):
@@ -213,7 +224,7 @@ def health_lines(acc: Acceptance) -> tuple[str, ...]:
                 out.append(f"{names}: losses not compared (no common finite loss, or "
                            "benchmark-only)")  # fmt: skip
                 continue
-            rel, tol = loss_diff_pct(acc.sides[c.base], acc.sides[c.to]), acc.loss_tolerance
+            rel, tol = c.max_loss_diff_pct, acc.loss_tolerance
             against = (f"tolerance {tol * 100:g} % of the base's loss" if rel is None else
                        f"at most {_small_pct(rel)} of the base's loss; tolerance {tol * 100:g} %")
             line = (f"{names}: largest loss difference per iteration {c.max_loss_diff:.6g} "
@@ -231,28 +242,11 @@ def _small_pct(p: float) -> str:
     return "under 0.01 %" if 0 < p < 0.005 else f"{p:.2f} %"
 
 
-def loss_diff_pct(base: AcceptanceSide, to: AcceptanceSide) -> float | None:
-    """The largest per-iteration loss difference relative to the base's loss there, in %, over
-    the iterations both windows' samples hold with finite losses (what the tolerance is
-    checked against); None where none do (or the samples were not kept)."""
-    both = (base.samples.select("iteration", pl.col("loss").alias("b"))
-            .join(to.samples.select("iteration", pl.col("loss").alias("t")), on="iteration")
-            .filter(pl.col("b").is_finite() & pl.col("t").is_finite() & (pl.col("b") != 0)))
-    if both.is_empty():
-        return None
-    return 100.0 * float(((both["t"] - both["b"]).abs() / both["b"].abs()).max())  # fmt: skip
-
-
 def shown_paths(paths: list[str]) -> list[str]:
-    """The logs' paths as a report shows them (:func:`display_path`), with as many parent
-    folders as it takes to tell apart logs of one file name (``off/golden_values.json``)."""
+    """The logs' paths as a report shows them (:func:`display_path`), or, where that leaves two
+    alike, with as many parent folders as tells them apart (``off/golden_values.json``)."""
     shown = [display_path(p) for p in paths]
-    depth = 1
-    while len(set(shown)) < len(set(paths)) and depth < max(len(Path(p).parts) for p in paths):
-        depth += 1
-        shown = [d if d != Path(p).name else str(Path(*Path(p).parts[-depth:]))
-                 for d, p in zip(shown, paths, strict=True)]  # fmt: skip
-    return shown
+    return shown if len(set(shown)) == len(shown) else distinct_tails(paths)
 
 
 def source_lines(acc: Acceptance) -> tuple[str, ...]:
@@ -331,12 +325,12 @@ def bundle_head(ac: AcceptedComparison) -> list[Block]:
     lines = [change_line(acc, change)] if change else []
     lines.append(link.sentence)
     off, on = (signed(p) for p in link.overhead_pct)
-    names = [s.label for s in acc.sides] + ["on"] * (2 - len(acc.sides))
+    names = [s.label for s in acc.sides]
     lines.append(f"profiling overhead (profiled steady step over the unprofiled median): "
                  f"{names[0]} {off}, {names[1]} {on}")
     if link.overhead_warning:
         warning = link.overhead_warning
-        lines.append(warning if warning.startswith("WARNING") else f"WARNING: {warning}")
+        lines.append(f"WARNING: {warning}")
     return [verdict_heading(acc), Lines(tuple(lines))]
 
 
@@ -346,7 +340,7 @@ def change_blocks(ac: AcceptedComparison) -> list[Block]:
     logs = shown_paths([s.path for s in ac.acceptance.sides])
     out = [f"{s.label}: log {log}; profile {display_path(side.analysis.path)}"
            + ("" if side.name == s.label else f" (its A/B side {side.name})")
-           for s, log, side in zip(ac.acceptance.sides, logs, (c.off, c.on), strict=False)]
+           for s, log, side in zip(ac.acceptance.sides, logs, (c.off, c.on), strict=True)]
     out += [f"variable under test: {v.key} ({v.kind}, {'declared' if v.declared else 'inferred'}"
             f"): {v.off if v.off is not None else '–'} → {v.on if v.on is not None else '–'}"
             for v in c.contract.variables]  # fmt: skip
