@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -16,7 +17,21 @@ def require_shared() -> Path:
     """The shared real traces; skip when absent, but fail under CI=true, where they must exist."""
     if (TRACES / "nsys").is_dir():
         return TRACES
-    reason = f"real traces not found at {TRACES} (set NSYSMOE_SHARED to the shared/ folder)"
+    _absent(f"real traces not found at {TRACES} (set NSYSMOE_SHARED to the shared/ folder)")
+
+
+def require_shared_logs() -> Path:
+    """The shared real training logs (traces/logs); skip when absent, but fail under CI=true.
+    Apart from :func:`require_shared`: that checks traces/nsys, which says nothing of the logs."""
+    logs = TRACES / "logs"
+    if logs.is_dir():
+        return logs
+    reason = f"shared training logs not found at {logs} (set NSYSMOE_SHARED to the shared/ folder)"
+    _absent(reason)
+
+
+def _absent(reason: str) -> NoReturn:
+    """Skip for ``reason``, or fail under CI=true, where the shared data must be present."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason + "; under CI=true they must be present")
     pytest.skip(reason)

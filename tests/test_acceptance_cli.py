@@ -19,7 +19,7 @@ from nsysmoe import api
 from nsysmoe.api import example_paths
 from nsysmoe.cli import cli
 from nsysmoe.errors import NsysmoeError
-from tests.conftest import require_shared
+from tests.conftest import require_shared_logs
 
 OFF, ON = (str(p) for p in example_paths())
 OFF_LOG, ON_LOG = (str(p) for p in example_paths("logs"))
@@ -72,8 +72,9 @@ def test_steps_ab_on_the_example_logs_states_the_window_and_verdict() -> None:
 
 def test_analyze_with_logs_puts_the_accepted_verdict_first() -> None:
     out, _ = run("analyze", OFF, ON, "--logs", OFF_LOG, ON_LOG)
-    first = out.strip().splitlines()[0]
-    assert "accepted improvement" in first.lower() or "accepted" in first.lower(), out[:400]
+    first = out.splitlines()[0]
+    want = "Accepted (unprofiled, iterations 3–60, 58 steps): improvement"
+    assert first.startswith(want), out[:400]
     head = "\n".join(out.splitlines()[:8])
     assert "explains" in head and "overhead" in head, head
 
@@ -146,7 +147,7 @@ def test_a_screened_change_is_called_screened_in_the_profile_sentence(tmp_path: 
 
 
 def test_fail_if_no_measurable_change_has_no_accepted_figure() -> None:
-    base = require_shared() / "logs" / "megatron-ci" / "dp-last-cp2"
+    base = require_shared_logs() / "megatron-ci" / "dp-last-cp2"
     logs = [str(base / side / "golden_values.json") for side in ("off", "on")]
     out, _ = run("steps", *logs, "--format", "json")
     (change,) = json.loads(out)["changes"]
@@ -218,7 +219,7 @@ def test_api_refuses_three_logs_for_an_ab_and_a_string_of_labels(tmp_path: Path)
 
 
 def test_ladder_of_three_shared_logs() -> None:
-    base = require_shared() / "logs" / "megatron-ci"
+    base = require_shared_logs() / "megatron-ci"
     logs = [str(base / pair / side / "golden_values.json")
             for pair, side in (("muon-vs-adam-ep8", "off"), ("muon-vs-adam-ep8", "on"),
                                ("dp-last-cp2", "on"))]  # fmt: skip
@@ -259,3 +260,22 @@ def test_example_logs_regenerate_identically(tmp_path: Path) -> None:
     for new, shipped in zip(build_example_logs(tmp_path), (OFF_LOG, ON_LOG), strict=True):
         assert new.read_bytes() == Path(shipped).read_bytes()
         assert new.read_text().startswith("# synthetic example log for nsysmoe (not measured)")
+
+
+def test_a_profile_faster_than_its_log_is_warned(tmp_path: Path) -> None:
+    """A profiler slows a run: a profiled steady step 80 % under the log's median means the
+    log is of another run, said in the overhead warning (independent: the JSON's own figures)."""
+    slow = tmp_path / "slow.log"
+    slow.write_text(re.sub(r"\(ms\): (\d+)\.", lambda m: f"(ms): {int(m.group(1)) * 5}.",
+                           Path(ON_LOG).read_text()))  # fmt: skip
+    out, _ = run("analyze", OFF, ON, "--logs", OFF_LOG, str(slow), "--format", "json")
+    prof = json.loads(out)["acceptance"]["profile"]
+    assert prof["overhead_pct"][1] < -75 and prof["overhead_pct"][0] > 0
+    assert "overlap on is more than 5 % faster than its unprofiled log" in prof["overhead_warning"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-0.1", "0", "x"])
+def test_loss_tolerance_must_be_a_positive_number(value: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "nsysmoe", "steps", OFF_LOG, ON_LOG, "--equivalent",
+                        "--loss-tolerance", value], capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "give a positive number" in r.stderr, r.stderr

@@ -4,7 +4,6 @@ the same file; the log interval of model_config.yaml decides point samples vs me
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import polars as pl
@@ -12,27 +11,20 @@ import pytest
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import LOG_SCHEMA, read_log
-from tests.conftest import TRACES
+from tests.conftest import require_shared_logs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
-LOGS = TRACES / "logs" / "megatron-ci"
 COLUMNS = {"iteration-time": "step_s", "lm loss": "loss",
            "mem-max-allocated-bytes": "mem_max_allocated_bytes"}  # fmt: skip
 
 
-def shared_metrics() -> list[Path]:
-    """The shared golden_values.json files; skip when absent, fail under CI=true."""
-    files = sorted(LOGS.glob("*/*/golden_values.json"))
-    if files:
-        return files
-    reason = f"shared training logs not found at {LOGS} (set NSYSMOE_SHARED to the shared/ folder)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + "; under CI=true they must be present")
-    pytest.skip(reason)
+def shared_ci() -> Path:
+    """The shared Megatron CI pairs' folder (skipped where the shared logs are absent)."""
+    return require_shared_logs() / "megatron-ci"
 
 
 def test_shared_pairs_equal_plain_json() -> None:
-    files = shared_metrics()
+    files = sorted(shared_ci().glob("*/*/golden_values.json"))
     assert len(files) == 6
     for path in files:
         raw = json.loads(path.read_text())
@@ -57,9 +49,9 @@ def test_shared_pairs_equal_plain_json() -> None:
 
 
 def test_step_interval_five_under_log_interval_one_is_a_point_sample() -> None:
-    shared_metrics()
-    off = read_log(LOGS / "a2a-overlap-ep4" / "off" / "golden_values.json")
-    on = read_log(LOGS / "a2a-overlap-ep4" / "on" / "golden_values.json")
+    pair = shared_ci() / "a2a-overlap-ep4"
+    off = read_log(pair / "off" / "golden_values.json")
+    on = read_log(pair / "on" / "golden_values.json")
     assert (off.log_interval, off.sampling) == (5, "point")
     assert off.table.get_column("iteration").to_list() == [1, 5, *range(10, 51, 5)]
     assert (on.log_interval, on.sampling) == (1, "mean")

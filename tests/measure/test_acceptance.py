@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from pathlib import Path
 
@@ -15,21 +14,16 @@ import pytest
 
 from nsysmoe.io.logs import read_log
 from nsysmoe.measure.acceptance import accept
-from tests.conftest import TRACES
+from tests.conftest import require_shared_logs
 
-LOGS = TRACES / "logs" / "megatron-ci"
 PAIRS = ("a2a-overlap-ep4", "dp-last-cp2", "muon-vs-adam-ep8")
 
 
 def pair(name: str) -> tuple[Path, Path]:
-    """A shared pair's two metrics files; skip when absent, fail under CI=true."""
-    off, on = (LOGS / name / side / "golden_values.json" for side in ("off", "on"))
-    if off.is_file() and on.is_file():
-        return off, on
-    reason = f"shared training logs not found at {LOGS} (set NSYSMOE_SHARED to the shared/ folder)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + "; under CI=true they must be present")
-    pytest.skip(reason)
+    """A shared pair's two metrics files (skipped where the shared logs are absent)."""
+    folder = require_shared_logs() / "megatron-ci" / name
+    off, on = (folder / side / "golden_values.json" for side in ("off", "on"))
+    return off, on
 
 
 def plain(path: Path, declared: tuple[int, int] | None = None,
