@@ -117,7 +117,15 @@ def test_side_table_numbers_are_the_values() -> None:
     assert table.rows[0] == ("off", "3–60", "58 (58)", "1,234.567", "1,235.100",
                              "1,230.100 … 1,240.200", "acceptance")  # fmt: skip
     assert table.rows[1][3:6] == ("1,158.000", "1,159.000", "1,157.000 … 1,161.000")
-    assert f"{PEAK / 1024**3:.3f}" == "57.029"
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "html"])
+def test_peak_memory_is_the_bytes_in_gib(fmt: str) -> None:
+    """The health line's peak: the side's bytes over 2**30, three decimals (57.029, not GB of
+    1e9: 61.235)."""
+    gib = f"{PEAK / 2**30:.3f}"
+    assert gib != f"{PEAK / 1e9:.3f}"
+    assert f"peak allocated {gib} GiB" in render(AB, fmt)
 
 
 def test_tflops_table_and_change_say_the_means_and_cis() -> None:
