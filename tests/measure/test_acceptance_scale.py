@@ -1,13 +1,13 @@
 """The acceptance bootstrap at scale (issue 33 review): above EXACT_MAX samples the bootstrap
 medians are drawn from order statistics in O(resamples) after one sort — exactly the law of a
 resample's median (checked against the binomial law of an order statistic and against brute-force
-resampling) — and the mean's CI is the normal one; a 2,000,000-sample log takes seconds."""
+resampling) — and the mean's CI is the normal one; a 2,000,000-sample log is measured so (its
+median and mean checked against numpy's)."""
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
 
 import numpy as np
 import polars as pl
@@ -95,16 +95,16 @@ def test_up_to_exact_max_the_bootstrap_resamples() -> None:
                                                   rel=1e-12)  # fmt: skip
 
 
-def test_two_million_samples_take_seconds() -> None:
-    """The exact bootstrap costs resamples × samples (minutes at 2M); order statistics do not."""
+def test_two_million_samples() -> None:
+    """A 2,000,000-sample log (the order-statistic path: the exact bootstrap would cost
+    resamples × samples, minutes): the window's median and mean are numpy's of its values."""
     n = 2_000_000
     values = 0.1 * rng(10).lognormal(0, 0.02, n)
     log = big_log(values, 300.0 * rng(11).lognormal(0, 0.01, n))
-    start = time.perf_counter()
     side = accept([log], ["x"]).sides[0]
-    took = time.perf_counter() - start
-    print(f"2,000,000-sample side: {took:.2f} s")
     assert side.window.samples >= n - 2 and side.ci95_mean_tflops is not None
+    kept = values[side.window.first - 1 : side.window.last]
+    assert side.median_step_s == pytest.approx(float(np.median(kept)), rel=1e-12)
+    assert side.mean_step_s == pytest.approx(float(np.mean(kept)), rel=1e-12)
     low, high = side.ci95_mean_step_s  # type: ignore[misc]
     assert low < side.mean_step_s < high  # type: ignore[operator]
-    assert took < 60
