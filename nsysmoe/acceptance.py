@@ -255,12 +255,14 @@ class ProfileLink:
 
     ``overhead_pct``: per side, the profiled steady step over the unprofiled median, − 1, in %;
     ``overhead_warning`` when the two differ by more than 5 points (the profile slowed one side
-    more: its A/B is skewed). ``predicted_pct``: the step change the profile's mechanism
-    accounts for — exposed communication plus compute inflation, per iteration, relative to the
-    profiled off step; ``explains_pct``: that as a share of the accepted (or, on a shorter run,
-    screened) change (None where the signs differ or the change is not measurable);
-    ``sentence`` says which. ``overhead_gap_pp``: the two overheads apart, in points;
-    ``profiled_step_pct``: the profile's own median step change, relative to its off step."""
+    more: its A/B is skewed) or a profile is more than 5 % faster than its log (a profiler
+    slows a run: the log is likely of another run). ``predicted_pct``: the step change the
+    profile's mechanism accounts for — exposed communication plus compute inflation, per
+    iteration, relative to the profiled off step; ``explains_pct``: that as a share of the
+    accepted (or, on a shorter run, screened) change (None where the signs differ or the change
+    is not measurable); ``sentence`` says which. ``overhead_gap_pp``: the two overheads apart,
+    in points; ``profiled_step_pct``: the profile's own median step change, relative to its off
+    step."""
 
     overhead_pct: tuple[float | None, float | None]
     overhead_warning: str | None

@@ -39,8 +39,8 @@ def parse_time_ns(text: str) -> int:
 
 def _iteration(text: str) -> int:
     if len(text.lstrip("0")) > 18:  # before int(): 5000 digits is a ValueError there
-        raise click.BadParameter(f"iteration {text[:20]}… is beyond any trace; use iteration "
-                                 "numbers as the report lists them")  # fmt: skip
+        raise click.BadParameter(f"iteration {text[:20]}… is beyond any trace or log; use "
+                                 "iteration numbers as the report lists them")  # fmt: skip
     return int(text)
 
 
@@ -177,7 +177,23 @@ LOG_WINDOW_HELP = ("Training logs: the iterations to measure, FIRST-LAST (41-50)
                    "detected as for traces].")  # fmt: skip
 EQUIVALENT_HELP = ("Training logs: the change is declared training-equivalent: compare the "
                    "sides' losses step by step (flagged above the tolerance).")  # fmt: skip
-LOSS_TOLERANCE = click.FloatRange(min=0, min_open=True)
+class PositiveFloatType(click.ParamType):
+    """A finite number above 0 (``--loss-tolerance``; click's FloatRange lets NaN through)."""
+
+    name = "FLOAT"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:  # fmt: skip
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            number = float("nan")
+        if not 0 < number < float("inf"):
+            raise click.BadParameter(f"{str(value)[:30]!r}: give a positive number, e.g. 0.02")
+        return number
+
+
+LOSS_TOLERANCE = PositiveFloatType()
 LOSS_TOLERANCE_HELP = "With --equivalent: the largest relative loss difference [0.01]."
 
 VARY_HELP = (

@@ -55,6 +55,12 @@ def profile_link(c: Comparison, acceptance: Acceptance) -> ProfileLink:
             warning = (f"profiling overhead differs by {gap:.1f} points between the sides "
                        f"({overheads[0]:+.1f} % vs {overheads[1]:+.1f} %): the profiled A/B "
                        "is skewed; trust the unprofiled change")  # fmt: skip
+    faster = [s.label for s, o in zip(acceptance.sides, overheads, strict=True)
+              if o is not None and o < -OVERHEAD_GAP_PP]  # fmt: skip
+    if faster:  # a profiler slows a run: a profile much faster than its log is another run
+        said = (f"the profile of {', '.join(faster)} is more than {OVERHEAD_GAP_PP:g} % faster "
+                "than its unprofiled log: are these the logs of these traces?")
+        warning = said if warning is None else f"{warning}; {said}"
     predicted = predicted_pct(c)
     change = acceptance.changes[0]
     accepted = change.median_step_pct

@@ -83,6 +83,9 @@ def accept(logs: Sequence[TrainingLog], labels: Sequence[str], *,
         raise NsysmoeError("no training logs given; pass one log per configuration")
     if len(labels) != len(logs):
         raise NsysmoeError(f"{len(labels)} labels for {len(logs)} logs; give one label per log")
+    if not 0 < loss_tolerance < float("inf"):  # NaN fails too: it would flag nothing
+        raise NsysmoeError(f"loss tolerance {loss_tolerance!r}: give a positive fraction of the "
+                           "base's loss, e.g. 0.01")  # fmt: skip
     metrics = [_metric(log) for log in logs]
     for log, metric in zip(logs[1:], metrics[1:], strict=True):
         if metric != metrics[0]:
@@ -345,8 +348,9 @@ def _median_of(values: np.ndarray) -> float | None:
 
 
 def _sum(rows: pl.DataFrame, column: str) -> int | None:
+    """The column's exact sum (Python integers: an int64 sum of huge counts would wrap)."""
     values = rows.get_column(column).drop_nulls()
-    return int(values.sum()) if values.len() else None
+    return sum(values.to_list()) if values.len() else None
 
 
 def _finite(rows: pl.DataFrame) -> bool | None:
@@ -389,7 +393,8 @@ def _relative(to: np.ndarray, base: np.ndarray) -> float | None:
     """The medians' relative change in %; None without samples or with a base median of 0."""
     if not len(to) or not len(base) or not (b := float(np.median(base))):
         return None
-    return 100.0 * (float(np.median(to)) / b - 1)
+    pct = 100.0 * (float(np.median(to)) / b - 1)
+    return pct if np.isfinite(pct) else None
 
 
 def _relative_ci(to: np.ndarray, base: np.ndarray) -> tuple[float, float] | None:
@@ -397,7 +402,9 @@ def _relative_ci(to: np.ndarray, base: np.ndarray) -> tuple[float, float] | None
     base draw is 0."""
     if not len(to) or not len(base) or not base.all():
         return None
-    return bootstrap.percentiles(100.0 * (to / base - 1))
+    with np.errstate(all="ignore"):  # an overflowing ratio has no interval: None, unsaid
+        low, high = bootstrap.percentiles(100.0 * (to / base - 1))
+    return (low, high) if np.isfinite(low) and np.isfinite(high) else None
 
 
 def _verdict(pct: float | None, ci: tuple[float, float] | None,

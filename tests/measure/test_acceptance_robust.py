@@ -233,3 +233,17 @@ def test_loss_difference_relative_and_benchmark_only() -> None:
     plain = accept([b, forced], ["b", "t"])
     assert [s.benchmark_only for s in plain.sides] == [False, True]
     assert plain.to_dict()["sides"][1]["benchmark_only"] is True
+
+
+def test_counts_sum_exactly_and_changes_stay_finite() -> None:
+    """Skipped counts are summed as integers (an int64 sum of 11 × 5e18 wraps negative); a
+    change whose ratio is not finite has no figure rather than inf or NaN in the JSON."""
+    big = 5 * 10**18
+    side = accept([log_of([1.0] + [0.1] * 11, skipped=[0] + [big] * 11)], ["x"]).sides[0]
+    assert side.skipped_iterations == big * side.window.samples
+    tiny, normal = log_of([1.0] + [1e-320] * 11), log_of([1.0] + steady(11, 0.1, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning reaches the user's stderr
+        change = accept([tiny, normal], ["tiny", "normal"]).changes[0]
+    assert change.median_step_pct is None and change.ci95_median_step_pct is None
+    json.dumps(accept([tiny, normal], ["tiny", "normal"]).to_dict(), allow_nan=False)
