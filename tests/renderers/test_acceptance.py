@@ -7,6 +7,7 @@ Values are built by hand (small, known numbers); the A/B is the shipped examples
 
 from __future__ import annotations
 
+import html as htmllib
 import itertools
 import json
 import math
@@ -104,7 +105,7 @@ def test_ab_opens_with_the_verdict_then_table_changes_health_sources() -> None:
                 "off vs on: accepted improvement: -6.2 % step time (95 % CI -6.9 … -5.5 %); "
                 "TFLOP/s/GPU +17.7 %",
                 "off: loss finite over the window; 0 skipped iterations, 1 NaN iteration; peak "
-                "allocated 57.029 GiB",
+                "memory 57.029 GiB",
                 "on: logs/on.json (megatron-json); iterations 3–60: 58 steps in 58 samples",
                 "on: 1 truncated last line skipped", "Training arguments that differ"]
         where = [text.find(s) for s in said]
@@ -219,7 +220,7 @@ def test_loss_difference_said_absolute_and_relative_to_the_tolerance() -> None:
     largest = max(abs(on[i] - off[i]) for i in common)
     relative = 100 * max(abs(on[i] - off[i]) / abs(off[i]) for i in common)  # 0.1 % at 3 and 5
     assert (round(largest, 6), round(relative, 6)) == (0.01, 0.1)
-    change = replace(R1, max_loss_diff=largest)
+    change = replace(R1, max_loss_diff=largest, max_loss_diff_pct=relative)  # as measured
     acc = Acceptance((with_losses(OFF, off), with_losses(ON, on)), (change,), (change,), True,
                      0.01, 0, 2000)  # fmt: skip
     assert ("off vs on: largest loss difference per iteration 0.01 (at most 0.10 % of the "
@@ -349,7 +350,7 @@ def test_page_sections_in_the_bundle_order(accepted) -> None:  # noqa: ANN001
         assert f"<td>{s.name}</td><td>{s.dispatcher}</td><td>none traced</td>" in proof
         assert hidden in proof
     assert "1,234.567" in table and "Unprofiled steady windows" in table
-    assert "peak allocated 57.029 GiB" in health and "1 truncated last line skipped" in health
+    assert "peak memory 57.029 GiB" in health and "1 truncated last line skipped" in health
     assert "exposed communication" in profile
 
 
@@ -378,8 +379,9 @@ def test_json_envelopes_validate_and_round_trip(accepted, validator) -> None:  #
         "grade": "acceptance", "description": ""}  # fmt: skip
     assert block["changes"][0]["ci95_median_step_pct"] == [-6.9, -5.5]
     assert block["changes"][0]["vs_base"]["verdict"] == "accepted improvement"
-    assert block["profile"] == {"overhead_pct": [5.0, 4.7], "overhead_warning": None,
-                                "predicted_pct": -6.4, "explains_pct": 103.0,
+    assert block["profile"] == {"overhead_pct": [5.0, 4.7], "overhead_gap_pp": None,
+                                "overhead_warning": None, "predicted_pct": -6.4,
+                                "profiled_step_pct": None, "explains_pct": 103.0,
                                 "sentence": LINK.sentence}  # fmt: skip
 
 
@@ -422,3 +424,20 @@ def test_section_block_in_every_writer() -> None:
     assert html_document(doc) == f'<div class="nsysmoe">\n{h4}\n</div>'
     assert markdown_document(doc) == "#### 2 Proof &lt;b&gt;it&lt;/b&gt; ran\n"
     assert terminal_document(doc, width=100, color=False) == "2 Proof <b>it</b> ran\n"
+
+
+@pytest.mark.parametrize(("equivalent", "forced", "label"), [
+    (False, False, "label: not declared training-equivalent (--equivalent compares the losses)"),
+    (True, False, "label: training-equivalent, declared (--equivalent): per-iteration losses "
+                  "compared, tolerance 1 % of the base's loss"),
+    (True, True, "label: benchmark-only (forced load balancing on on): a throughput "
+                 "comparison, not a training one"),
+])  # fmt: skip
+def test_the_change_is_labelled(equivalent: bool, forced: bool, label: str) -> None:
+    """The seeds' label: benchmark-only where a side forced balancing, else training-equivalent
+    where declared, else said to be undeclared — in every format, before the health lines."""
+    acc = replace(AB, equivalent=equivalent,
+                  sides=(OFF, replace(ON, benchmark_only=forced)))  # fmt: skip
+    for fmt in ("terminal", "markdown", "html"):
+        text = " ".join(htmllib.unescape(render(acc, fmt)).split())
+        assert " ".join(label.split()) in text, fmt

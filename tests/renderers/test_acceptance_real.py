@@ -17,7 +17,7 @@ from nsysmoe.io.logs import read_log
 from nsysmoe.measure.acceptance import accept
 from nsysmoe.renderers import render
 from nsysmoe.renderers.report.acceptance import SECTIONS
-from tests.conftest import require_shared
+from tests.conftest import require_shared_logs
 
 PAIRS = ("a2a-overlap-ep4", "dp-last-cp2", "muon-vs-adam-ep8")
 
@@ -40,7 +40,7 @@ def check_text(result: object, verdict: str) -> None:
 
 @pytest.mark.parametrize("pair", PAIRS)
 def test_shared_ci_pair(pair: str, validator) -> None:  # noqa: ANN001
-    folder = require_shared() / "logs" / "megatron-ci" / pair
+    folder = require_shared_logs() / "megatron-ci" / pair
     logs = [read_log(folder / side / "golden_values.json") for side in ("off", "on")]
     acc = accept(logs, ["off", "on"])
     doc = json.loads(render(acc, "json"))
