@@ -162,17 +162,23 @@ def check_not_inputs(opts: Options, inputs: Sequence[str]) -> None:
     """``-o`` may not be an input (the same file by any path: links, ``..``, hard links), nor may
     ``--plot`` hold an input figures could overwrite."""
     others = [Path(p) for p in opts.and_rules(inputs)]
-    if opts.output is not None:
-        for path in others:
-            if same_file(opts.output, path):
-                raise UsageError(f"-o {opts.output} is the input {path}; write the report to "
-                                 "another file (inputs are never overwritten)")  # fmt: skip
+    check_output_not_input(opts.output, others)
     if opts.plot_dir is not None:
         folder = os.path.realpath(opts.plot_dir)
         for path in others:
             if path.suffix in FIGURE_SUFFIXES and os.path.realpath(path.parent) == folder:
                 raise UsageError(f"--plot {opts.plot_dir} holds the input {path}, which a "
                                  "figure could overwrite; plot to another folder")  # fmt: skip
+
+
+def check_output_not_input(output: Path | None, inputs: Sequence[str | Path]) -> None:
+    """``-o`` is none of ``inputs``, by any path (links, ``..``, hard links)."""
+    if output is None:
+        return
+    for path in inputs:
+        if same_file(output, path):
+            raise UsageError(f"-o {output} is the input {path}; write the report to another "
+                             "file (inputs are never overwritten)")  # fmt: skip
 
 
 def _check_target(option: str, path: Path, *, folder: bool) -> None:

@@ -26,7 +26,13 @@ from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.gate import Gate
 from nsysmoe.io import cache
 from nsysmoe.model import Iterations, Scope, Span, Whole, Window
-from nsysmoe.options import Options, StepsOptions, check_not_inputs, check_writable, same_file
+from nsysmoe.options import (
+    Options,
+    StepsOptions,
+    check_not_inputs,
+    check_output_not_input,
+    check_writable,
+)
 from nsysmoe.parallel import Executor, default_jobs, expand, map_files, one_line, skipped_note
 from nsysmoe.renderers import ReportOptions, render
 from nsysmoe.results import Failure, KernelSummary
@@ -388,21 +394,13 @@ def steps_outcome(opts: StepsOptions) -> Outcome:
     """``nsysmoe steps``: the logs' acceptance (:func:`nsysmoe.api.accept`), rendered, with its
     ``--fail-if`` conditions; ``-o`` checked first and never one of the logs."""
     check_writable(opts.output, None)
-    for path in opts.logs:
-        if opts.output is not None and same_file(opts.output, path):
-            raise UsageError(f"-o {opts.output} is the input {path}; write the report to "
-                             "another file (inputs are never overwritten)")  # fmt: skip
+    check_output_not_input(opts.output, opts.logs)
     _tolerance_needs_equivalent(opts.loss_tolerance, opts.equivalent)
     acc = api.accept(list(opts.logs), labels=opts.labels, window=opts.log_window,
                      equivalent=opts.equivalent, loss_tolerance=opts.loss_tolerance)
     gate = Gate.of(opts.fail_if, acc)
-    if opts.fmt == "html":  # one self-contained page
-        text = render(acc, "html", page=True)
-    elif opts.fmt == "terminal":  # to -o: not for a terminal (no colour, the piped width)
-        text = render(acc, "terminal", tty=False if opts.output is not None else None)
-    else:
-        text = render(acc, opts.fmt)  # type: ignore[arg-type]
-    return Outcome(text, failed=tuple(gate.failures()))
+    page = {"page": True} if opts.fmt == "html" else _tty(opts)  # HTML: one self-contained page
+    return Outcome(render(acc, opts.fmt, **page), failed=tuple(gate.failures()))  # type: ignore[arg-type]
 
 
 def _no_rank(opts: Options) -> None:
@@ -431,7 +429,7 @@ def _cache_notes(notes: list[str]) -> tuple[str, ...]:
     return (f"warning: --cache: {len(unique)} traces could not be stored; first: {unique[0]}",)
 
 
-def _tty(opts: Options) -> dict[str, bool | None]:
+def _tty(opts: Options | StepsOptions) -> dict[str, bool | None]:
     """A terminal report written to ``-o`` is not for a terminal: no colour, the piped width."""
     return {"tty": False if opts.output is not None else None} if opts.fmt == "terminal" else {}
 

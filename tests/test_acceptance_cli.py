@@ -279,3 +279,11 @@ def test_loss_tolerance_must_be_a_positive_number(value: str) -> None:
     r = subprocess.run([sys.executable, "-m", "nsysmoe", "steps", OFF_LOG, ON_LOG, "--equivalent",
                         "--loss-tolerance", value], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "give a positive number" in r.stderr, r.stderr
+
+
+def test_the_help_states_the_loss_tolerance_in_force() -> None:
+    """--help cannot import the measure (no polars for --help): its default is checked here."""
+    from nsysmoe import cli_types
+    from nsysmoe.measure.acceptance import LOSS_TOLERANCE
+
+    assert f"[{LOSS_TOLERANCE:g}]" in cli_types.LOSS_TOLERANCE_HELP
