@@ -36,6 +36,8 @@ from nsysmoe.io.logs.schema import (
     TrainingLog,
     common_gap,
     drop_nonpositive,
+    memory_note,
+    memory_out_of_range,
     sampling_of,
     to_schema,
 )
@@ -74,7 +76,7 @@ def read_megatron(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Trainin
     config: dict[str, str] = {}
     inside_args = False
     peak: float | None = None
-    malformed = truncated = 0
+    malformed = truncated = absurd = 0
     bad_utf8 = False
     for chunk in console.chunks(path, chunk_bytes):
         bad_utf8 |= chunk.bad_utf8
@@ -88,7 +90,8 @@ def read_megatron(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Trainin
         truncated += cut
         if samples.height:
             parts.append(samples)
-        chunk_peak = _memory_peak(lines)
+        chunk_peak, left_out = _memory_peak(lines)
+        absurd += left_out
         if chunk_peak is not None:
             peak = chunk_peak if peak is None else max(peak, chunk_peak)
         inside_args = _arguments(lines, config, inside_args)
@@ -102,6 +105,8 @@ def read_megatron(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Trainin
         notes.append(CUT_LAST_LINE)
     if malformed:
         notes.append(f"{malformed} malformed iteration line(s) left out.")
+    if absurd:
+        notes.append(memory_note(absurd))
     if bad_utf8:
         notes.append(BAD_UTF8)
     return _training_log(path, table, rank, ranks, peak, config, notes)
@@ -128,21 +133,23 @@ def _iteration_lines(lines: pl.DataFrame, last: int | None) -> tuple[pl.DataFram
         ends = pl.col("line").str.strip_chars().str.ends_with("|")
         cut = parsed.filter(is_last & ~ends).height
         parsed = parsed.filter(~(is_last & ~ends))
-    good = pl.col("iteration").is_not_null() & pl.col("elapsed_ms").is_not_null()
+    good = (pl.col("iteration") >= 1) & pl.col("elapsed_ms").is_not_null()  # null: not >= 1
     malformed = parsed.filter(~good).height
     return parsed.filter(good).drop("line", "record"), malformed, cut
 
 
-def _memory_peak(lines: pl.DataFrame) -> float | None:
-    """The largest "max allocated" of the chunk's memory lines, in bytes (any rank)."""
+def _memory_peak(lines: pl.DataFrame) -> tuple[float | None, int]:
+    """The largest "max allocated" of the chunk's memory lines, in bytes (any rank), and how
+    many readings were left out as no measurement (inf, NaN, 1e400, over 2**53 bytes)."""
     found = lines.select(pl.col("line").str.extract_groups(MEMORY).alias("m")).unnest("m")
     found = found.drop_nulls()
     if found.height == 0:
-        return None
+        return None, 0
     unit = found.get_column("1").replace_strict(UNIT_BYTES, return_dtype=pl.Float64)
     value = found.get_column("2").cast(pl.Float64, strict=False) * unit
-    top = value.max()
-    return None if top is None else float(top)  # type: ignore[arg-type]
+    absurd = value.to_frame("v").select(memory_out_of_range(pl.col("v"))).to_series()
+    top = value.filter(~absurd).max()
+    return (None if top is None else float(top)), int(absurd.sum())  # type: ignore[arg-type]
 
 
 def _arguments(lines: pl.DataFrame, config: dict[str, str], inside: bool) -> bool:

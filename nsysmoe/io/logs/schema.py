@@ -89,20 +89,77 @@ def common_gap(iterations: list[int] | pl.Series) -> int:
     return int(top.get_column("gap").min())  # type: ignore[arg-type]
 
 
+#: the step times that can be measurements, in seconds (1e-320 s or 1e308 s is a corrupt value:
+#: it made a change of +inf % and a NaN interval)
+STEP_RANGE = (1e-9, 1e7)
+#: the largest tokens/s per GPU that can be a measurement
+MAX_TOKENS_PER_S = 1e13
+#: the largest memory reading that can be one, in bytes (8 PiB; also where a float stops
+#: holding every whole number)
+MAX_MEMORY_BYTES = 2**53
+#: the largest iteration number (Int64)
+MAX_ITERATION = 2**63 - 1
+
+
+def memory_out_of_range(value: pl.Expr) -> pl.Expr:
+    """Whether a memory reading in bytes (not null) is no measurement: NaN, infinite, negative
+    or over :data:`MAX_MEMORY_BYTES` (a float column; a whole-number one is cast)."""
+    number = value.cast(pl.Float64)
+    inside = number.is_finite() & (number >= 0) & (number <= MAX_MEMORY_BYTES)
+    return value.is_not_null() & ~inside
+
+
+def memory_note(count: int) -> str:
+    """The note for ``count`` memory readings left out as no measurement."""
+    return (f"{count} memory reading(s) that are not finite or not 0 to 2**53 bytes left out "
+            "(not a measurement).")  # fmt: skip
+
+
 def drop_nonpositive(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """``table`` with zero and negative step times and tokens/s set to null (not measurements:
-    a clock glitch or a placeholder), one note per column that had any. The samples stay (their
-    loss and memory are still read); NaN is left to the measure, which counts it."""
+    """``table`` with values that cannot be measurements set to null, one note per column that
+    had any; the samples stay (their loss and memory are still read). Zero and negative step
+    times and tokens/s (a clock glitch or a placeholder); finite step times outside
+    :data:`STEP_RANGE` and tokens/s over :data:`MAX_TOKENS_PER_S` (a corrupt value makes the
+    change infinite); memory outside 0 to :data:`MAX_MEMORY_BYTES`; skipped and NaN counts
+    under 0 or over the iterations the sample covers. NaN and infinite step times and tokens/s
+    are left to the measure, which counts them."""
     notes: list[str] = []
-    for column, what in (("step_s", "step time"), ("tokens_per_s", "tokens/s")):
-        bad = pl.col(column) <= 0
-        count = table.select(bad.sum()).item()
+    low, high = STEP_RANGE
+    step, tokens = pl.col("step_s"), pl.col("tokens_per_s")
+    checks = (
+        (step, step <= 0, "step time", "a zero or negative step time"),
+        (tokens, tokens <= 0, "tokens/s", "a zero or negative tokens/s"),
+        (step, step.is_finite() & (step > 0) & ((step < low) | (step > high)), "step time",
+         f"a step time outside {low:g} to {high:g} s (not a measurement)"),
+        (tokens, tokens.is_finite() & (tokens > MAX_TOKENS_PER_S), "tokens/s",
+         f"tokens/s over {MAX_TOKENS_PER_S:g} (not a measurement)"),
+    )  # fmt: skip
+    for column, bad, what, why in checks:
+        table, count = _null_where(table, column, bad)
         if count:
-            table = table.with_columns(pl.when(bad).then(None).otherwise(pl.col(column))
-                                       .alias(column))  # fmt: skip
-            notes.append(f"{count} sample(s) with a zero or negative {what} left out "
-                         f"(the {what} read as not logged).")  # fmt: skip
+            notes.append(f"{count} sample(s) with {why} left out (the {what} read as not logged).")
+    table, count = _null_where(table, pl.col("mem_max_allocated_bytes"),
+                               memory_out_of_range(pl.col("mem_max_allocated_bytes")))  # fmt: skip
+    if count:
+        notes.append(memory_note(count))
+    for name, what in (("skipped", "skipped"), ("nan", "NaN")):
+        count_of = pl.col(name)
+        over = (count_of < 0) | (count_of > pl.col("iterations").fill_null(1))
+        table, count = _null_where(table, count_of, count_of.is_not_null() & over)
+        if count:
+            notes.append(f"{count} sample(s) with a {what} count under 0 or over the iterations "
+                         f"the sample covers: read as not logged.")  # fmt: skip
     return table, notes
+
+
+def _null_where(table: pl.DataFrame, column: pl.Expr, bad: pl.Expr) -> tuple[pl.DataFrame, int]:
+    """``table`` with ``column`` null where ``bad``, and how many rows that was."""
+    bad = bad.fill_null(False)
+    count = int(table.select(bad.sum()).item())
+    if count:
+        table = table.with_columns(pl.when(bad).then(None).otherwise(column).alias(
+            column.meta.output_name()))  # fmt: skip
+    return table, count
 
 
 def sampling_of(table: pl.DataFrame, log_interval: int) -> Sampling:

@@ -26,6 +26,8 @@ from nsysmoe.io.logs.schema import (
     TrainingLog,
     common_gap,
     drop_nonpositive,
+    memory_note,
+    memory_out_of_range,
     sampling_of,
     to_schema,
 )
@@ -72,7 +74,7 @@ def read_torchtitan(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Train
             )
             truncated += parsed.filter(cut).height
             parsed = parsed.filter(~cut)
-        good = pl.col("iteration").is_not_null() & pl.col("tokens_per_s").is_not_null()
+        good = (pl.col("iteration") >= 1) & pl.col("tokens_per_s").is_not_null()
         malformed += parsed.filter(~good).height
         parts.append(parsed.filter(good).drop("line", "record"))
     table = pl.concat(parts) if parts else pl.DataFrame()
@@ -81,9 +83,15 @@ def read_torchtitan(path: Path, chunk_bytes: int = console.CHUNK_BYTES) -> Train
     table, rank, ranks, notes = console.pick_rank(table, "step")
     table, restarts = console.last_run(table)
     notes += restarts
+    absurd = memory_out_of_range(pl.col("memory_gib") * GIB)
+    left_out = int(table.select(absurd.sum()).item())
+    table = table.with_columns(pl.when(absurd).then(None).otherwise(pl.col("memory_gib"))
+                               .alias("memory_gib"))  # fmt: skip
     peak = table.get_column("memory_gib").max()
     if peak is not None:
         notes.append(MEMORY_NOTE)
+    if left_out:
+        notes.append(memory_note(left_out))
     if truncated:
         notes.append(CUT_LAST_LINE)
     if malformed:
