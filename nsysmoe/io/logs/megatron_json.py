@@ -6,7 +6,8 @@ Each metric's values are keyed by step (older files hold a list, one value every
 at a step is null. The training arguments come from ``model_config.yaml`` beside the file (its
 ``MODEL_ARGS``); its ``--log-interval`` says what a value is: under ``--log-interval 1`` each
 value is one iteration (a point sample, whatever ``step_interval`` is); under ``k`` > 1 each
-value is Megatron's mean over the k iterations before it. The first step (initialisation,
+value is Megatron's mean over the k iterations before it (a k larger than the steps between
+timed values cannot be: ignored, with a note). The first step (initialisation,
 often 10+ s) is kept: leaving out warm-up is the measure's job.
 """
 
@@ -20,10 +21,13 @@ import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs.schema import (
+    MAX_ITERATION,
     NO_ITERATIONS,
     TrainingLog,
     common_gap,
     drop_nonpositive,
+    memory_note,
+    memory_out_of_range,
     sampling_of,
     to_schema,
 )
@@ -64,21 +68,29 @@ def read_megatron_json(path: Path) -> TrainingLog:
         raise NsysmoeError(
             f"{path}: not valid JSON ({where}); pass the metrics JSON as Megatron wrote it"
         ) from None
+    except (ValueError, RecursionError) as err:  # Python's 4300-digit limit; deep nesting
+        what = "nested too deeply" if isinstance(err, RecursionError) else "an integer too long"
+        raise NsysmoeError(f"{path}: not a metrics JSON Megatron writes ({what} to read); pass "
+                           "the metrics JSON as Megatron wrote it") from None  # fmt: skip
     if not isinstance(data, dict):
         raise NsysmoeError(f"{path}: {NO_ITERATIONS}")
     notes: list[str] = []
     frames: list[pl.DataFrame] = []
-    unreadable = 0
+    unreadable = off_steps = 0
     for key, column in METRICS.items():
         metric = data.get(key)
         if not isinstance(metric, dict) or "values" not in metric:
             continue
-        steps, values, bad = _metric_values(metric)
+        steps, values, bad, off = _metric_values(metric)
         unreadable += bad
+        off_steps += off
         frames.append(pl.DataFrame({"iteration": steps, column: values},
                                    schema={"iteration": pl.Int64, column: pl.Float64}))  # fmt: skip
     if not frames or all(frame.height == 0 for frame in frames):
         raise NsysmoeError(f"{path}: {NO_ITERATIONS}")
+    if off_steps:
+        notes.append(f"{off_steps} metric value(s) at a step that is not a whole number from 1 to "
+                     "2**63-1 left out.")  # fmt: skip
     if unreadable:
         notes.append(f"{unreadable} metric value(s) that are not numbers read as null.")
     table = frames[0]
@@ -88,10 +100,16 @@ def read_megatron_json(path: Path) -> TrainingLog:
     if not config:
         notes.append(f"no {CONFIG_NAME} with MODEL_ARGS beside it: each value taken as one "
                      "iteration (--log-interval 1).")  # fmt: skip
-    interval = _int_or_one(config.get("--log-interval"))
     if "mem_max_allocated_bytes" in table.columns:
-        table = table.with_columns(pl.col("mem_max_allocated_bytes").round(0))
-    table, log_interval = _cadence(to_schema(table), interval)
+        memory = pl.col("mem_max_allocated_bytes")
+        absurd = table.select(memory_out_of_range(memory).sum()).item()
+        if absurd:
+            notes.append(memory_note(absurd))
+        table = table.with_columns(
+            pl.when(memory_out_of_range(memory)).then(None).otherwise(memory.round(0)).alias(
+                "mem_max_allocated_bytes"))  # fmt: skip
+    table, log_interval, interval_notes = _cadence(to_schema(table), config.get("--log-interval"))
+    notes += interval_notes
     table, nonpositive = drop_nonpositive(table)
     notes += nonpositive
     peak = table.get_column("mem_max_allocated_bytes").max()
@@ -103,20 +121,41 @@ def read_megatron_json(path: Path) -> TrainingLog:
     )  # fmt: skip
 
 
-def _cadence(table: pl.DataFrame, interval: int) -> tuple[pl.DataFrame, int]:
-    """Each row's ``iterations`` and the log interval, from the timed rows (a step time or
-    TFLOP/s: Megatron writes them once per ``--log-interval``, each the mean of the
-    ``interval`` iterations before); rows that carry only per-step metrics (lm loss and memory
-    are written every step) cover one iteration, so a window keeps them."""
+def _cadence(table: pl.DataFrame, text: str | None) -> tuple[pl.DataFrame, int, list[str]]:
+    """Each row's ``iterations``, the log interval and any note on ``--log-interval`` (``text``),
+    from the timed rows (a step time or TFLOP/s: Megatron writes them once per
+    ``--log-interval``, each the mean of the interval's iterations before); rows that carry only
+    per-step metrics (lm loss and memory are written every step) cover one iteration, so a
+    window keeps them. An interval larger than the gap between timed values (or, for one timed
+    value, than its step) cannot be (a mean would cover iterations another value covers, or
+    that never ran): it is ignored, with a note, and the gap used."""
     timed = pl.col("step_s").is_not_null() | pl.col("tflops").is_not_null()
-    covered = pl.when(timed).then(pl.lit(interval)).otherwise(pl.lit(1)).cast(pl.Int64)
-    table = table.with_columns(covered.alias("iterations"))
     rows = table.filter(timed)
-    return table, common_gap((rows if rows.height else table).get_column("iteration"))
+    steps = (rows if rows.height else table).get_column("iteration")
+    gap = common_gap(steps)
+    bound = gap if steps.len() > 1 else int(steps.max() or 1)  # type: ignore[arg-type]
+    interval, notes = _int_or_one(text), []
+    if text is not None and not re.fullmatch(r"\s*\+?0*[1-9]\d*\s*", text):
+        notes.append(f"--log-interval {_shown(text)} is not a whole number of at least 1: "
+                     "ignored, each value taken as one iteration.")  # fmt: skip
+        interval = 1
+    elif text is not None and interval > bound:
+        notes.append(f"--log-interval {_shown(text)} is larger than the {bound} iteration(s) "
+                     f"between timed values: ignored, each a mean of {bound}.")  # fmt: skip
+        interval = bound
+    covered = pl.when(timed).then(pl.lit(interval, dtype=pl.Int64)).otherwise(pl.lit(1))
+    table = table.with_columns(covered.cast(pl.Int64).alias("iterations"))
+    return table, gap, notes
 
 
-def _metric_values(metric: dict[str, object]) -> tuple[list[int], list[float | None], int]:
-    """One metric's (steps, values, count of values that are not numbers)."""
+def _shown(text: str) -> str:
+    """A config value for a note: at most 24 characters."""
+    return text if len(text) <= 24 else f"{text[:20]}… ({len(text)} characters)"
+
+
+def _metric_values(metric: dict[str, object]) -> tuple[list[int], list[float | None], int, int]:
+    """One metric's (steps, values, count of values that are not numbers, count of values left
+    out for their step: not a whole number from 1 to :data:`MAX_ITERATION`)."""
     raw = metric.get("values")
     if isinstance(raw, dict):
         pairs = [(_step(k), v) for k, v in raw.items()]
@@ -125,19 +164,19 @@ def _metric_values(metric: dict[str, object]) -> tuple[list[int], list[float | N
         every = max(_int_or_one(metric.get("step_interval")), 1)
         pairs = [(start + i * every, v) for i, v in enumerate(raw)]
     else:
-        return [], [], 0
+        return [], [], 0, 0
     steps: list[int] = []
     values: list[float | None] = []
-    bad = 0
+    bad = off = 0
     for step, value in pairs:
-        if step is None:
-            bad += 1
+        if step is None or not 1 <= step <= MAX_ITERATION:
+            off += 1
             continue
         number = _number(value)
         bad += number is None and value is not None
         steps.append(step)
         values.append(number)
-    return steps, values, bad
+    return steps, values, bad, off
 
 
 def _step(key: str) -> int | None:
@@ -152,7 +191,10 @@ def _number(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond a float's range
+            return None
     if isinstance(value, str):
         try:
             return float(value)
