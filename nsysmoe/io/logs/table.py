@@ -5,10 +5,12 @@ how many it averages (a whole number, at least 1).
 
 Streamed like the console logs (bounded chunks, true line numbers in the notes) and parsed with
 vectorised polars string operations. A row that cannot be read (garbage, a JSON line that does
-not parse, a value that is not a number, ``iterations`` under 1) is left out and counted, never
-fatal. A cut-off last line is left out: in a JSONL one that does not parse; in a CSV any last
-row without a line end, as nothing in a CSV row says it is complete (``81,0.`` would read as a
-0 s step).
+not parse, a value that is not a number, a whole number too large to read exactly, a step under
+1, ``iterations`` under 1) is left out and counted, never fatal; an ``iterations`` larger than
+the steps since the row before is that gap (noted). Two columns naming one field (``step`` and
+``iteration``, a repeated header): the first is read, the other named in a note. A cut-off
+last line is left out: in a JSONL one that does not parse; in a CSV any last row without a line
+end, as nothing in a CSV row says it is complete (``81,0.`` would read as a 0 s step).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ RENAME = {"step": "iteration", "step_time_s": "step_s"}
 SOURCE = {column: name for name, column in RENAME.items()}
 #: how many of the first lines say which JSONL keys there are
 KEY_LINES = 1000
+#: where a float stops holding every whole number
+FLOAT_WHOLE = 2.0**53
 
 
 def first_line(text: str) -> str:
@@ -52,7 +56,7 @@ def looks_like_jsonl(text: str) -> bool:
     """Whether the first line is a JSON object with a ``step``."""
     try:
         row = json.loads(first_line(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         return False
     return isinstance(row, dict) and "step" in row
 
@@ -94,8 +98,10 @@ def read_table(path: Path, kind: str, chunk_bytes: int = console.CHUNK_BYTES) ->
             raise NsysmoeError(f"{path}: JSONL rows need 'step' and 'step_time_s' keys; "
                                f"found {found}")  # fmt: skip
         keys = [n for n in keys if RENAME.get(n, n) in LOG_SCHEMA]
+    keys, ignored = _distinct(keys)
     parts: list[pl.DataFrame] = []
-    counts = {"not_json": 0, "no_step": 0, "not_number": 0, "iterations": 0, "cut": 0}
+    counts = dict.fromkeys(("not_json", "no_step", "not_number", "too_big", "step", "iterations",
+                            "cut"), 0)  # fmt: skip
     bad_columns: set[str] = set()
     bad_utf8 = False
     header_seen = kind != "csv"
@@ -114,14 +120,18 @@ def read_table(path: Path, kind: str, chunk_bytes: int = console.CHUNK_BYTES) ->
             parts.append(rows)
     table = pl.concat(parts) if parts else pl.DataFrame()
     if table.height == 0:
-        raise NsysmoeError(f"{path}: no rows with a step; expected {EXPECTED} and rows of numbers")
+        why = " ".join(_notes(counts, bad_columns))
+        raise NsysmoeError(f"{path}: no rows with a step; expected {EXPECTED} and rows of numbers"
+                           + (f" ({why.rstrip('.')})" if why else ""))  # fmt: skip
     table, notes = console.last_run(table)
-    notes += _notes(counts, bad_columns)
+    notes = ignored + notes + _notes(counts, bad_columns)
     if bad_utf8:
         notes.append(BAD_UTF8)
     if "iterations" not in table.columns:
         table = table.with_columns(pl.lit(1, dtype=pl.Int64).alias("iterations"))
     table = to_schema(table.with_columns(pl.col("iterations").fill_null(1)))
+    table, over = _iterations_within_gaps(table)
+    notes += over
     table, nonpositive = drop_nonpositive(table)
     notes += nonpositive
     log_interval = common_gap(table.get_column("iteration"))
@@ -134,13 +144,45 @@ def read_table(path: Path, kind: str, chunk_bytes: int = console.CHUNK_BYTES) ->
     )  # fmt: skip
 
 
+def _distinct(keys: list[str]) -> tuple[list[str], list[str]]:
+    """``keys`` without those that name a LOG_SCHEMA column an earlier key already names (a CSV
+    with ``step`` and ``iteration``, a repeated header, a JSONL with ``step_time_s`` and
+    ``step_s``): the first wins; and a note naming each key left out."""
+    kept: dict[str, str] = {}
+    notes: list[str] = []
+    for key in keys:
+        column = RENAME.get(key, key)
+        if column in kept:
+            notes.append(f"column {redact_text(key)!r} ignored: {kept[column]!r} before it "
+                         "gives the same field (the first is read).")  # fmt: skip
+        else:
+            kept[column] = key
+    return list(kept.values()), notes
+
+
+def _iterations_within_gaps(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """``table`` with each ``iterations`` larger than the gap to the row before (the first row:
+    its iteration number) set to that gap: a row cannot average iterations another row covers
+    or that never ran; and a note counting them."""
+    iteration = pl.col("iteration")
+    gap = iteration.diff().fill_null(iteration)
+    over = pl.col("iterations") > gap
+    count = int(table.select(over.sum()).item())
+    if count == 0:
+        return table, []
+    table = table.with_columns(pl.when(over).then(gap).otherwise(pl.col("iterations"))
+                               .alias("iterations"))  # fmt: skip
+    return table, [f"{count} row(s) with more iterations than the steps since the row before: "
+                   "the gap to that row used."]  # fmt: skip
+
+
 def _jsonl_keys(head: str) -> list[str]:
     """The keys of the JSON objects among the first lines, in first-seen order."""
     keys: dict[str, None] = {}
     for line in head.splitlines()[:KEY_LINES]:
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(row, dict):
             keys.update(dict.fromkeys(str(key) for key in row))
@@ -186,18 +228,22 @@ def _typed(
     number of the file's last line where it has no line end."""
     columns = [c for c in raw.columns if c in LOG_SCHEMA]
     typed = raw.with_columns(_number(c) for c in columns)
+    big = [_too_big(c) for c in columns if LOG_SCHEMA[c] == pl.Int64]
     wrong = {c: pl.col(c).is_not_null() & pl.col(f"_{c}").is_null() for c in columns}
     typed = typed.with_columns(
         pl.any_horizontal(*wrong.values(), pl.lit(False)).alias("_wrong"),
         *(v.alias(f"_wrong_{c}") for c, v in wrong.items()),
+        pl.any_horizontal(*big, pl.lit(False)).alias("_big"),
     )
     cut = pl.lit(False) if last is None else (pl.col("n") == last)
     if not csv:
         cut = cut & (~pl.col("parsed") | pl.col("_wrong") | pl.col("_iteration").is_null())
     few = pl.col("_iterations") < 1 if "iterations" in columns else pl.lit(False)
     why = (pl.when(cut).then(pl.lit("cut")).when(~pl.col("parsed")).then(pl.lit("not_json"))
+           .when(pl.col("_big")).then(pl.lit("too_big"))
            .when(pl.col("_iteration").is_null()).then(pl.lit("no_step"))
            .when(pl.col("_wrong")).then(pl.lit("not_number"))
+           .when(pl.col("_iteration") < 1).then(pl.lit("step"))
            .when(few).then(pl.lit("iterations")))  # fmt: skip
     typed = typed.with_columns(why.alias("_why"))
     for reason, count in typed.get_column("_why").drop_nulls().value_counts().iter_rows():
@@ -214,10 +260,22 @@ def _number(column: str) -> pl.Expr:
     read as null upstream."""
     text = pl.col(column).str.strip_chars()
     value = text.cast(pl.Float64, strict=False)
-    if LOG_SCHEMA[column] == pl.Int64:
-        whole = value.is_finite() & (value == value.floor())
-        value = pl.when(whole).then(value).otherwise(None).cast(pl.Int64)
+    if LOG_SCHEMA[column] == pl.Int64:  # exact from the digits; else a float that holds it exactly
+        exact = _whole(value) & (value.abs() < FLOAT_WHOLE)
+        value = pl.coalesce(text.cast(pl.Int64, strict=False),
+                            pl.when(exact).then(value).otherwise(None).cast(pl.Int64))  # fmt: skip
     return value.alias(f"_{column}")
+
+
+def _whole(value: pl.Expr) -> pl.Expr:
+    return value.is_finite() & (value == value.floor())
+
+
+def _too_big(column: str) -> pl.Expr:
+    """Whether a whole-number column's text is a whole number it cannot hold (2**63 and over,
+    or a float of 2**53 and over, which no longer holds every whole number)."""
+    value = pl.col(column).str.strip_chars().cast(pl.Float64, strict=False)
+    return pl.col(f"_{column}").is_null() & _whole(value)
 
 
 def _notes(counts: dict[str, int], bad_columns: set[str]) -> list[str]:
@@ -233,6 +291,11 @@ def _notes(counts: dict[str, int], bad_columns: set[str]) -> list[str]:
         names = ", ".join(sorted(SOURCE.get(c, c) for c in bad_columns))
         notes.append(f"{counts['not_number']} row(s) with a value that is not a number "
                      f"({names}) left out.")  # fmt: skip
+    if counts["too_big"]:
+        notes.append(f"{counts['too_big']} row(s) with a whole number too large to read exactly "
+                     "(2**63 or over, or a float of 2**53 or over) left out.")  # fmt: skip
+    if counts["step"]:
+        notes.append(f"{counts['step']} row(s) with a step under 1 left out.")
     if counts["iterations"]:
         notes.append(f"{counts['iterations']} row(s) with iterations under 1 left out.")
     return notes
