@@ -117,9 +117,10 @@ def _metric(log: TrainingLog) -> str:
     logged = [(n, name) for column, name in (("step_s", "step times"),
                                              ("tokens_per_s", "tokens/s"))
               if (n := table.get_column(column).drop_nulls().len())]  # fmt: skip
-    if not logged:
+    if not logged:  # the reader's notes say why, where it left values out (implausible ones)
+        why = f" ({'; '.join(n.rstrip('.') for n in log.notes[:2])})" if log.notes else ""
         raise NsysmoeError(f"{log.path}: no step time or tokens/s in any of its {table.height} "
-                           "samples; pass a log that records the iteration time")  # fmt: skip
+                           f"samples{why}; pass a log that records the iteration time")
     what = " and ".join(f"{n} logged {name}" for n, name in logged)
     raise NsysmoeError(
         f"{log.path}: no finite positive step time or tokens/s in any of its {table.height} "

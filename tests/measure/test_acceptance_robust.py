@@ -247,3 +247,14 @@ def test_counts_sum_exactly_and_changes_stay_finite() -> None:
         change = accept([tiny, normal], ["tiny", "normal"]).changes[0]
     assert change.median_step_pct is None and change.ci95_median_step_pct is None
     json.dumps(accept([tiny, normal], ["tiny", "normal"]).to_dict(), allow_nan=False)
+
+
+def test_a_log_whose_every_value_the_reader_left_out_says_why() -> None:
+    """The reader nulls implausible step times with a note; the measure's one line names it."""
+    note = "3 samples with a step time outside 1e-09 to 1e+07 s (not a measurement) left out."
+    log = replace(log_of([None, None, None], path="odd.csv"), notes=(note,))  # type: ignore[list-item]
+    with pytest.raises(NsysmoeError) as caught:
+        accept([log], ["odd"])
+    assert str(caught.value) == (f"odd.csv: no step time or tokens/s in any of its 3 samples "
+                                 f"({note.rstrip('.')}); pass a log that records the iteration "
+                                 "time")  # fmt: skip
