@@ -8,19 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import read_log
+from tests.io.log_errors import one_line
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
 NONE_FOUND = "no training iterations found: expected Megatron 'iteration N/ M |' lines"
 
 
-def one_line(path: Path) -> str:
-    with pytest.raises(NsysmoeError) as err:
-        read_log(path)
-    message = str(err.value)
-    assert message.startswith(f"{path}: ") and "\n" not in message
-    return message
 
 
 def test_missing_file(tmp_path: Path) -> None:

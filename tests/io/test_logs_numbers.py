@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.logs import read_log
+from tests.io.log_errors import one_line
 
 BIG = 2**63 + 4  # one past what an Int64 holds
 MEMORY_NOTE = "memory reading(s) that are not finite or not 0 to 2**53 bytes left out"
@@ -24,12 +24,6 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def one_line(path: Path) -> str:
-    with pytest.raises(NsysmoeError) as err:
-        read_log(path)
-    message = str(err.value)
-    assert message.startswith(f"{path}: ") and "\n" not in message
-    return message
 
 
 def column(path: Path, name: str) -> list[object]:
