@@ -79,14 +79,19 @@ def make_window(
 ) -> Span:
     """The steady iterations by default (the detected warm-up skipped:
     :func:`nsysmoe.measure.window.warmup`; the whole trace where there are none), the whole
-    trace with ``whole`` (``--whole-trace``); asked-for iterations (``--window 5-20``) are taken
-    as given, and iterations asked for in any way (``--skip``, ``--step-range``) must exist."""
+    trace with ``whole`` (``--whole-trace``; ``--step-range`` then only names the iterations);
+    asked-for iterations (``--window 5-20``) are taken as given, and iterations asked for in any
+    way (``--skip``, ``--step-range``) must exist."""
+    if whole and (window is not None or skip is not None):
+        given = "--window" if window is not None else "--skip"
+        raise UsageError(f"--whole-trace measures the whole trace; {given} asks for part of it: "
+                         "drop one of them")  # fmt: skip
     if isinstance(window, Window):
         if skip is not None:
             raise UsageError("--skip counts iterations; it cannot trim a time --window")
         return window
     explicit = window is not None or skip is not None or step_range is not None
-    if whole and not explicit:
+    if whole:
         return Whole()
     asked = window or Iterations()
     return replace(asked, skip=asked.skip if skip is None else skip, required=explicit)

@@ -9,8 +9,9 @@ import pytest
 
 from nsysmoe import cli, request
 from nsysmoe.errors import UsageError
+from nsysmoe.model import Iterations, Whole, Window
 from nsysmoe.options import Options
-from nsysmoe.request import Compat, Pair, Ranks, RanksPair, Single, mode_of
+from nsysmoe.request import Compat, Pair, Ranks, RanksPair, Single, make_window, mode_of
 
 
 @pytest.fixture
@@ -55,3 +56,16 @@ def test_the_cli_is_wiring() -> None:
     assert len(source.splitlines()) <= 200
     assert "def analyze(**options" in source and "Options(**options)" in source
     assert hasattr(request, "execute")
+
+
+@pytest.mark.parametrize(("args", "given"), [
+    (dict(skip=2), "--skip"), (dict(window=Iterations(3, 5, skip=0, required=True)), "--window"),
+    (dict(window=Window(0, 10**9)), "--window"),
+])  # fmt: skip
+def test_whole_trace_refuses_a_part_of_it(args: dict, given: str) -> None:
+    """--whole-trace with --skip or --window asked for two windows (it measured the iterations,
+    silently); --step-range only names the iterations of the whole trace."""
+    with pytest.raises(UsageError, match=f"--whole-trace measures the whole trace; {given}"):
+        make_window(args.get("window"), args.get("skip"), None, whole=True)
+    assert make_window(None, None, r"step (\d+)", whole=True) == Whole()
+    assert make_window(None, None, None, whole=True) == Whole()
