@@ -77,3 +77,8 @@ def one_line(text: object, limit: int | None = None) -> str:
     """A message for one stderr line: made :func:`visible`, then :func:`flat` (runs of blanks as
     one space, cut to ``limit`` characters when given)."""
     return flat(visible(str(text)), limit)
+
+
+def noun(n: int, word: str) -> str:
+    """``word`` as it goes with ``n``: singular for one ("1 sample", "3 samples")."""
+    return word if n == 1 else word + "s"

@@ -36,6 +36,7 @@ from nsysmoe.io.logs import TrainingLog
 from nsysmoe.measure import bootstrap
 from nsysmoe.measure.validity import is_true
 from nsysmoe.measure.window import Warmup, warmup_count
+from nsysmoe.text import noun
 
 #: Relative per-iteration loss difference a change declared training-equivalent may show before
 #: it is flagged. Reordered bf16 reductions (an overlapped or differently dispatched all-to-all,
@@ -155,10 +156,10 @@ def _left_out(table: pl.DataFrame, metric: str) -> list[str]:
     notes = []
     if infinite:
         what = "a non-finite step time" if stepped else "non-finite tokens/s"
-        notes.append(f"{infinite} {_plural(infinite, 'sample')} with {what} left out")
+        notes.append(f"{infinite} {noun(infinite, 'sample')} with {what} left out")
     if negative:
         what = "a zero or negative step time" if stepped else "zero or negative tokens/s"
-        notes.append(f"{negative} {_plural(negative, 'sample')} with {what} left out")
+        notes.append(f"{negative} {noun(negative, 'sample')} with {what} left out")
     return notes
 
 
@@ -237,7 +238,7 @@ def _side(log: TrainingLog, label: str, metric: str, declared: tuple[int, int] |
             why = "warm-up detected"
             median = (f"{warm.median * 1e3:,.3f} ms" if metric == "step time"
                       else f"{1 / warm.median:,.0f} tokens/s")  # fmt: skip
-            how = (f"{skipped} {_plural(skipped, 'sample')} skipped as warm-up (until within "
+            how = (f"{skipped} {noun(skipped, 'sample')} skipped as warm-up (until within "
                    f"{100 * warm.tolerance:.0f} % of the steady median {median})")  # fmt: skip
         if common is not None and (kept := _inside(samples, *common)).height < samples.height:
             samples = kept  # said only where it left samples out
@@ -297,10 +298,6 @@ def _grade(steps: int, run: int | None) -> Grade:
     return "acceptance" if run is not None and run >= ACCEPT_MIN_RUN else "screening"
 
 
-def _plural(n: int, word: str) -> str:
-    return word if n == 1 else word + "s"
-
-
 def _describe(log: TrainingLog, first: int, last: int, declared: tuple[int, int] | None,
               samples: int, steps: int, why: str, how: str, grade: Grade,
               run: int, run_first: int = 1) -> str:  # fmt: skip
@@ -313,7 +310,7 @@ def _describe(log: TrainingLog, first: int, last: int, declared: tuple[int, int]
         where = f"iterations {first}–{last} (declared)"
     else:
         where = f"iterations {first}–{last} (declared {declared[0]}–{declared[1]})"
-    count = f"{steps} {_plural(steps, 'step')} in {samples} {_plural(samples, 'sample')}"
+    count = f"{steps} {noun(steps, 'step')} in {samples} {noun(samples, 'sample')}"
     k = log.log_interval
     if k > 1 and log.sampling == "point":
         count += (f", one iteration every {k} (point samples; the window spans "
@@ -333,7 +330,7 @@ def _describe(log: TrainingLog, first: int, last: int, declared: tuple[int, int]
                  else f"the run reached {run} iterations")  # fmt: skip
         rule = f"screening: {steps} steps ({reach}; acceptance needs {ACCEPT_MIN_RUN})"
     else:
-        rule = f"too few: {steps} {_plural(steps, 'step')} (screening needs {SCREEN_MIN_STEPS}"
+        rule = f"too few: {steps} {noun(steps, 'step')} (screening needs {SCREEN_MIN_STEPS}"
         rule += f"; the run {resumed})" if resumed else ")"
     return f"{where}: {count}; {rule}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nsysmoe.results import TraceAnalysis
+from nsysmoe.text import noun as noun_of
 
 #: under ``--rank``, what every figure is of, said before any ("this" process of one trace,
 #: "that" process of each side of an A/B)
@@ -24,7 +25,7 @@ def count(n: int | None) -> str:
 
 def plural(n: int, noun: str) -> str:
     """``n`` and its noun, singular for one: "1 label", "3 labels" ("1,000 logs")."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+    return f"{n:,} {noun_of(n, noun)}"
 
 
 def shorten(name: str, width: int = 90) -> str:
