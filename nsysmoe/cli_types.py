@@ -244,3 +244,21 @@ def _all(options: tuple[Callable[[F], F], ...]) -> Callable[[F], F]:
 
 rules_options = _all(_RULES)  # --rules, --rules-replace (analyze, kernels)
 log_options = _all(_LOGS)  # --log-window, --equivalent, --loss-tolerance (analyze, steps)
+
+
+WHAT_IF_HELP = ("Replay a change on the dependency graph: TARGET*FACTOR (ep.combine*0.5, "
+                "nccl.**0, comm*0, host*0) or straggler; repeatable.")
+
+
+def what_if(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+            ) -> tuple[str, ...]:  # fmt: skip
+    """``--what-if`` checked when given (a bad scenario is a usage error, said in one line)."""
+    if not value:
+        return value
+    from nsysmoe.errors import NsysmoeError
+    from nsysmoe.measure.critical_path import parse_scenario
+
+    try:
+        return tuple(parse_scenario(v).text for v in value)
+    except NsysmoeError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--what-if "), ctx, param) from None

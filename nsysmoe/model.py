@@ -49,10 +49,32 @@ RUNTIME_SCHEMA: dict[str, pl.DataType] = {
     "start": pl.Int64,
     "end": pl.Int64,
     "corr_id": pl.Int64,
-    "api": pl.String,  # the calls CUDA-graph accounting needs (API_KINDS), else null
+    "api": pl.String,  # the calls CUDA-graph accounting and the dependency graph need, else null
 }
-#: ``RUNTIME_SCHEMA["api"]`` values: what a call does for CUDA graphs
-API_KINDS = ("graph_launch", "capture_begin", "capture_end")
+#: ``RUNTIME_SCHEMA["api"]`` values: what a call does for CUDA graphs, and the calls that order
+#: work across streams or hold the host until the GPU is done (:mod:`nsysmoe.depgraph`)
+API_KINDS = ("graph_launch", "capture_begin", "capture_end", "stream_sync", "event_sync",
+             "device_sync", "stream_wait", "event_record")  # fmt: skip
+#: GPU-side records of synchronisation calls (nsys ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION``):
+#: which stream a stream synchronize or a stream-wait-event names, and the event it waits on
+SYNC_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64,
+    "corr_id": pl.Int64,  # the synchronisation call's (unique within a pid)
+    "device": pl.Int64,
+    "stream": pl.Int64,  # null for "none" (a device or context synchronize)
+    "event_id": pl.Int64,  # null for "none"
+    "event_sync_id": pl.Int64,  # links the wait to its event record (nsys >= 2026.4), else null
+}
+#: event records (nsys ``CUPTI_ACTIVITY_KIND_CUDA_EVENT``): the stream each ``cudaEventRecord``
+#: marked, so a wait on the event can be tied to the work recorded before it
+EVENT_RECORD_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64,
+    "corr_id": pl.Int64,  # the cudaEventRecord call's
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "event_id": pl.Int64,
+    "event_sync_id": pl.Int64,
+}
 NVTX_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
     "tid": pl.Int64,
@@ -155,6 +177,10 @@ class Trace:
     #: how the capture traced CUDA graphs, as recorded (nsys: ``CUDA_GRAPH_TRACE_OPTIONS``,
     #: e.g. ``{"MODE": "Graph", "TRACE_DEVICE_GRAPH_LAUNCH": "true"}``); empty when unrecorded
     graph_trace: dict[str, str] = field(default_factory=dict)
+    #: synchronisation records and event records (:data:`SYNC_SCHEMA`,
+    #: :data:`EVENT_RECORD_SCHEMA`); empty where the source has none
+    syncs: pl.DataFrame = field(default_factory=lambda: empty(SYNC_SCHEMA))
+    event_records: pl.DataFrame = field(default_factory=lambda: empty(EVENT_RECORD_SCHEMA))
     #: UTC epoch (ns) of the capture's start (nsys TARGET_INFO_SESSION_START_TIME), if recorded
     session_start_ns: int | None = None
     #: the command line, environment and host the export recorded, secrets redacted
@@ -176,7 +202,8 @@ class Trace:
     def only_processes(self, pids: Collection[int]) -> Trace:
         """The trace of these processes only: every table's rows of other pids left out."""
         keep = pl.col("pid").is_in(list(pids))
-        tables = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events")
+        tables = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events", "syncs",
+                  "event_records")
         return replace(self, **{t: getattr(self, t).filter(keep) for t in tables})
 
 
@@ -271,6 +298,9 @@ class Scope:
     step_pattern: str | None = None  # names the iteration ranges (``--step-range REGEX``)
     raw_nvtx: bool = False  # keep PyTorch's ", op_id = N" suffixes (nsys stats' exact names)
     phase: str | None = None  # more NVTX ranges to measure as step phases (``--phase REGEX``)
+    #: what-if replays asked for beside the defaults (``--what-if ep.combine*0.5``):
+    #: :func:`nsysmoe.measure.critical_path.parse_scenario`
+    what_if: tuple[str, ...] = ()
 
 
 STEADY = Scope()  # the default everywhere: the steady iterations, the detected warm-up skipped

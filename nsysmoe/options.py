@@ -67,6 +67,7 @@ class Options:
     log_window: tuple[int, int] | None = None  # ``--log-window 41-50``
     equivalent: bool = False  # the change is declared training-equivalent
     loss_tolerance: float | None = None  # with ``equivalent``: the largest relative difference
+    what_if: tuple[str, ...] = ()  # ``--what-if SCENARIO``: replays beside the defaults
 
     @property
     def inputs(self) -> list[str | Path]:

@@ -36,9 +36,11 @@ from nsysmoe.measure.collectives import (
     ARRIVAL_SCHEMA,
     arrivals,
     clock_offset,
+    match,
     summarize,
     with_rank,
 )
+from nsysmoe.measure.critical_path import critical_path
 from nsysmoe.measure.dispatcher import dispatcher_of
 from nsysmoe.measure.graphs import graph_summary
 from nsysmoe.measure.idle import (
@@ -75,7 +77,14 @@ from nsysmoe.measure.steps import detect_steps, process_windows
 from nsysmoe.measure.validity import caveats
 from nsysmoe.measure.window import choose, choose_common
 from nsysmoe.model import STEADY, ClassifiedTrace, Scope, Trace, Window, WindowChoice
-from nsysmoe.results import Collectives, RankChoice, Steps, TraceAnalysis, WallVerdict
+from nsysmoe.results import (
+    Collectives,
+    CriticalPath,
+    RankChoice,
+    Steps,
+    TraceAnalysis,
+    WallVerdict,
+)
 
 
 def prepare(trace: Trace, rules: RuleSet | None = None, rank: int | None = None) -> ClassifiedTrace:
@@ -282,7 +291,23 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
     core = _summarize(source, steps, choice, kept, tables, in_window, seen)
-    return _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
+    collectives = collectives_job.result()
+    path = _critical_path(source, windows, kept, collectives[0], len(gpus), scope.what_if)
+    return replace(_with_detail(core, judged, idle_gaps, phases_job.result(), collectives),
+                   critical_path=path)  # fmt: skip
+
+
+def _critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
+                   arrived: pl.DataFrame, n_gpus: int, asked: tuple[str, ...]
+                   ) -> CriticalPath | None:  # fmt: skip
+    """The critical path and what-if replays over the kept iterations (none without them),
+    with the collectives matched across the trace's GPUs as cross-rank edges."""
+    if windows.is_empty():
+        return None
+    matched = None
+    if n_gpus > 1 and not arrived.is_empty():
+        matched, _ = match(with_rank(arrived, Path(source.trace.path).name), n_ranks=n_gpus)
+    return critical_path(source, windows, kept, matched, asked)
 
 
 def _summarize(source: ClassifiedTrace, steps: Steps, choice: WindowChoice, kept: list[int],

@@ -70,7 +70,7 @@ class Request:
     def scope(self) -> Scope:
         o = self.options
         return Scope(make_window(o.window, o.skip, o.step_range, o.whole_trace), o.rank,
-                     o.step_range, o.raw_nvtx, o.phase)  # fmt: skip
+                     o.step_range, o.raw_nvtx, o.phase, o.what_if)  # fmt: skip
 
 
 def make_window(

@@ -323,6 +323,9 @@ class TraceAnalysis:
     #: ``--rank R`` (:attr:`nsysmoe.model.Scope.rank`): the rank asked for and the process it
     #: named; None when every process was measured
     rank: RankChoice | None = None
+    #: what bounds the step and what each knob could buy (:mod:`nsysmoe.measure.critical_path`);
+    #: None where the graph was not built (no iterations, a Kineto trace, ``--no-critical-path``)
+    critical_path: CriticalPath | None = None
 
     @property
     def window(self) -> Window:
@@ -912,3 +915,103 @@ class Timeline:
     n_gpus: int
     hidden_pct: float | None
     max_channel_lanes: int = 0  # per GPU; more channels than this share its last lane
+
+
+@dataclass(frozen=True)
+class PathIteration:
+    """One iteration's critical path (:mod:`nsysmoe.measure.critical_path`): on the rank whose
+    step was slowest (``pid``), walked back through cross-rank edges to the iteration's start.
+
+    ``step_ns``: the measured step; ``length_ns``: the path's length (its segments' sum, equal
+    to the step); ``replay_step_ns``: the step the identity replay gives; ``segments``: ns per
+    category (``gemm``, ``attention``, ``compute.other``, ``memcpy``, ``memset``, a channel's
+    ``.transfer``/``.wait`` or its own name where no peer was matched, ``host``, ``sync``,
+    ``idle``, ``unexplained``)."""
+
+    step: int
+    pid: int
+    step_ns: int
+    length_ns: int
+    replay_step_ns: int
+    unexplained_ns: int
+    segments: dict[str, int]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"step": self.step, "pid": self.pid, "step_ns": self.step_ns,
+                "length_ns": self.length_ns, "replay_step_ns": self.replay_step_ns,
+                "unexplained_ns": self.unexplained_ns, "segments": dict(self.segments)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One replayed change: ``scenario`` (``ep.combine*0.5``), the ``knob`` it stands for, the
+    predicted and measured step (medians over the window's iterations), the gain, and whether
+    the prediction is an upper bound on what the knob can buy (a part taking no time)."""
+
+    scenario: str
+    knob: str
+    predicted_step_ns: float
+    measured_step_ns: float
+    gain_ns: float
+    bound: bool
+
+    @property
+    def gain_pct(self) -> float | None:
+        return 100 * self.gain_ns / self.measured_step_ns if self.measured_step_ns else None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"scenario": self.scenario, "knob": self.knob,
+                "predicted_step_ns": self.predicted_step_ns,
+                "measured_step_ns": self.measured_step_ns, "gain_ns": self.gain_ns,
+                "gain_pct": self.gain_pct, "bound": self.bound}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """What bounds a trace's step: per iteration its critical path (:class:`PathIteration`),
+    the window's composition (``composition``: ns per category over the kept iterations, the
+    path's order of size), the ``top`` segments (category, name, pid, ns, count), per rank
+    the path of its own step (``per_rank``: pid, step, category, ns; a wait names its peer in
+    ``peer``), the replays (``what_if``, best gain first), the graph's edge counts (kept, and
+    ``dropped`` where the times contradict an edge) and the cross-stream waits no record
+    could be tied to (``unmatched_waits``)."""
+
+    iterations: tuple[PathIteration, ...]
+    composition: dict[str, int]
+    top: pl.DataFrame
+    per_rank: pl.DataFrame
+    what_if: tuple[WhatIf, ...]
+    edges: dict[str, int]
+    dropped: dict[str, int]
+    unmatched_waits: int
+    #: median over iterations of |replay - measured| / measured, in % (0: reproduced exactly)
+    replay_error_pct: float
+
+    @property
+    def step_ns(self) -> int:
+        return sum(i.step_ns for i in self.iterations)
+
+    @property
+    def unexplained_pct(self) -> float | None:
+        total = sum(self.composition.values())
+        return 100 * self.composition.get("unexplained", 0) / total if total else None
+
+    def shares(self) -> list[tuple[str, float]]:
+        """Categories by share of the path (%), largest first (zero ones left out)."""
+        total = sum(self.composition.values())
+        if not total:
+            return []
+        rows = [(c, 100 * ns / total) for c, ns in self.composition.items() if ns > 0]
+        return sorted(rows, key=lambda r: (-r[1], r[0]))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "iterations": [i.to_dict() for i in self.iterations],
+            "composition": dict(self.composition),
+            "unexplained_pct": self.unexplained_pct,
+            "replay_error_pct": self.replay_error_pct,
+            "top": self.top.to_dicts(),
+            "edges": dict(self.edges),
+            "dropped_edges": dict(self.dropped),
+            "unmatched_waits": self.unmatched_waits,
+        }

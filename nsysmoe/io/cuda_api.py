@@ -1,4 +1,5 @@
-"""Which CUDA API calls matter for CUDA-graph accounting, told apart by name in every reader.
+"""Which CUDA API calls matter for CUDA-graph accounting and for the dependency graph (syncs,
+cross-stream waits, event records), told apart by name in every reader.
 
 nsys names runtime calls with a version suffix (``cudaGraphLaunch_v10000``), Kineto without
 (``cudaGraphLaunch``); driver calls drop the ``da`` (``cuGraphLaunch``). Only these calls get a
@@ -14,6 +15,11 @@ API_PATTERNS: tuple[tuple[str, str], ...] = (
     ("graph_launch", r"^cu(?:da)?GraphLaunch"),
     ("capture_begin", r"^cu(?:da)?StreamBeginCapture"),
     ("capture_end", r"^cu(?:da)?StreamEndCapture"),
+    ("stream_sync", r"^cu(?:da)?StreamSynchronize"),
+    ("event_sync", r"^cu(?:da)?EventSynchronize"),
+    ("device_sync", r"^(?:cudaDeviceSynchronize|cuCtxSynchronize|cudaThreadSynchronize)"),
+    ("stream_wait", r"^cu(?:da)?StreamWaitEvent"),
+    ("event_record", r"^cu(?:da)?EventRecord"),
 )
 
 

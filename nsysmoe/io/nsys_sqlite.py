@@ -36,6 +36,10 @@ MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
 NVTX_TABLE = "NVTX_EVENTS"
 MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+#: a uint32 id column's "none" (stored as 4294967295, or as -1 where it went through a signed int)
+NO_ID = (4294967295, -1)
 #: one row per whole CUDA-graph replay (``--cuda-graph-trace=graph``), host- or device-launched
 GRAPH_TABLES = ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE")
 GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
@@ -140,6 +144,7 @@ def _read(db: Db) -> tuple[Trace, Notes]:
     runtime = drop_invalid(_read_runtime(db, not_captured), "CUDA API", notes.dropped, gpu=False)
     gpus = _read_gpus(db, kernels, memops, not_captured)
     memory_events = _read_memory_events(db, not_captured, notes)
+    syncs, records = _read_syncs(db), _read_event_records(db)
     trace = Trace(
         path=str(db.path),
         source_format="nsys-sqlite",
@@ -151,6 +156,8 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         nvtx=model.empty(model.NVTX_SCHEMA),
         gpus=gpus,
         memory_events=memory_events,
+        syncs=syncs,
+        event_records=records,
         not_captured=not_captured,
         graph_trace=_graph_trace_options(db),
         session_start_ns=_session_start(db),
@@ -321,6 +328,38 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
         df = df.with_columns(_names(pl.col("name_id"), kinds).alias("api"))
     df = df.with_columns(pid_of("tid").alias("pid"))
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
+
+
+def _id(col: str) -> pl.Expr:
+    """An id column with its "none" values (:data:`NO_ID`) as null."""
+    return pl.when(pl.col(col).is_in(NO_ID)).then(None).otherwise(pl.col(col)).alias(col)
+
+
+def _read_sync_like(db: Db, table: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The rows of a synchronisation or event-record table that name their call (a row
+    without a correlationId cannot be tied to a call, so is left out): only what the dependency
+    graph reads; an export without the table (or its key columns) has none."""
+    cols = ("correlationId", "deviceId", "streamId", "eventId")
+    if not db.has(table) or not set(cols) <= db.columns(table):
+        return model.empty(schema)
+    df = db.select(
+        table,
+        [*(f'"{c}"' for c in cols), db.col(table, "eventSyncId"), db.col(table, "globalPid", "0")],
+        {"corr_id": pl.Int64, "device": pl.Int64, "stream": pl.Int64, "event_id": pl.Int64,
+         "event_sync_id": pl.Int64, "gpid": pl.Int64},  # fmt: skip
+        "correlationId IS NOT NULL",
+    )
+    df = df.with_columns(pid_of("gpid").alias("pid"), _id("stream"), _id("event_id"),
+                         _id("event_sync_id"))  # fmt: skip
+    return df.select(list(schema)).cast(schema)
+
+
+def _read_syncs(db: Db) -> pl.DataFrame:
+    return _read_sync_like(db, SYNC_TABLE, model.SYNC_SCHEMA)
+
+
+def _read_event_records(db: Db) -> pl.DataFrame:
+    return _read_sync_like(db, EVENT_TABLE, model.EVENT_RECORD_SCHEMA)
 
 
 def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
