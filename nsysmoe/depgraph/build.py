@@ -328,7 +328,7 @@ def _collective_edges(nodes: pl.DataFrame, kernels: pl.DataFrame, matched: pl.Da
     ).with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + first).alias("barrier"))
     rows = rows.join(inst.drop("last"), on=["step", "channel", "name", "k"])
     member, barrier = rows["node"].to_numpy(), rows["barrier"].to_numpy()
-    transfer = (rows["end"] - pl.min_horizontal(rows["last"], rows["end"])).to_numpy()
+    transfer = rows.select(pl.col("end") - pl.min_horizontal("last", "end")).to_series().to_numpy()
     edges.add(2 * member, 2 * barrier, 0, "collective")
     edges.add(2 * barrier + 1, 2 * member + 1, transfer, "collective")
     weight = weight.copy()
