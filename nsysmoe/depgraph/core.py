@@ -1,7 +1,8 @@
 """The graph's hot loops, compiled (numba, cached on disk): a topological order, the identity
 settle (each event's ready time and binding predecessor), the replay with changed weights,
-and the backward walk that is the critical path. Each is one linear pass over events and
-edges; the pure-Python references they are checked against live in the tests.
+the backward walk that is the critical path, and the linear scans that find stream and host
+thread order. Each is one linear pass over events and edges; the pure-Python references they
+are checked against live in the tests.
 
 Events are numbered; edges are given as predecessor lists in CSR form (``indptr`` over
 destination events, ``src`` and ``w`` per edge). An event's time is
@@ -23,16 +24,16 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
     among zero-weight edges at one instant, in inconsistent data) follow in time order."""
     n = indptr.size - 1
     m = src.size
-    indeg = np.zeros(n, np.int64)
-    out_count = np.zeros(n + 1, np.int64)
+    indeg = np.empty(n, np.int32)
+    out_start = np.zeros(n + 1, np.int64)
     for v in range(n):
         indeg[v] = indptr[v + 1] - indptr[v]
     for e in range(m):
-        out_count[src[e] + 1] += 1
+        out_start[src[e] + 1] += 1
     for v in range(n):
-        out_count[v + 1] += out_count[v]
-    succ = np.empty(m, np.int64)
-    fill = out_count[:-1].copy()
+        out_start[v + 1] += out_start[v]
+    succ = np.empty(m, np.int32)
+    fill = out_start[:-1].copy()
     for v in range(n):
         for e in range(indptr[v], indptr[v + 1]):
             u = src[e]
@@ -48,7 +49,7 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
     while head < tail:
         u = order[head]
         head += 1
-        for k in range(out_count[u], out_count[u + 1]):
+        for k in range(out_start[u], out_start[u + 1]):
             v = succ[k]
             indeg[v] -= 1
             if indeg[v] == 0:
@@ -110,76 +111,130 @@ def replay(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def walk(end: int, stop: int, t: np.ndarray, src: np.ndarray, w: np.ndarray,
-         bind: np.ndarray, weight_cat: np.ndarray, delay_cat: np.ndarray,
-         wait_edge: np.ndarray, wait_cat: np.ndarray, root_cat: int, follow: bool
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """The critical path back from event ``end`` to time ``stop``: segments as parallel arrays
-    (category, ns, the event they end at, the event a wait waited for or -1), each clipped at
-    ``stop``; they add up to ``t[end] - stop``.
+def _grow(a: np.ndarray, k: int) -> np.ndarray:
+    if k < a.size:
+        return a
+    b = np.empty(2 * a.size, a.dtype)
+    b[: a.size] = a
+    return b
 
-    Each step follows the binding edge: its weight is a segment of ``weight_cat[edge]``, the
-    event's delay one of ``delay_cat[edge]``; a root before ``stop`` is ``root_cat``. An edge
-    with ``wait_edge[e] >= 0`` is a collective's barrier (the last arrival, on another rank):
-    with ``follow`` the path goes on at that rank; without, the time from the event's own
-    start (event ``wait_edge[e]``) to the barrier is a wait (``wait_cat[e]``) and the path
-    stays on the event's rank."""
-    cap = 64
+
+@njit(cache=True, nogil=True)
+def walk(ends: np.ndarray, stops: np.ndarray, t: np.ndarray, src: np.ndarray, w: np.ndarray,
+         kind: np.ndarray, bind: np.ndarray, node_cat: np.ndarray, delay_cat: np.ndarray,
+         wait_cat: np.ndarray, root_cat: int, collective: int, follow: bool
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The critical paths back from each event ``ends[i]`` to time ``stops[i]``, as segments
+    in parallel arrays (path index, category, ns, the event each ends at, the event a wait
+    waited for or -1), each clipped at its stop; a path's segments add up to
+    ``t[end] - stop``.
+
+    Each step follows the binding edge: its weight is a segment of the destination node's
+    category (``node_cat``), the event's delay one of ``delay_cat[kind]`` (-1: the node's own
+    category); a root after the stop is ``root_cat``. An edge of kind ``collective`` into an
+    end event comes from a barrier (the last arrival, maybe on another rank): with ``follow``
+    the path goes on at the barrier; without, the time from the event's own start to the
+    barrier is a wait (``wait_cat`` of the node's category) and the path stays on its rank."""
+    cap = 1024
+    path = np.empty(cap, np.int64)
     cats = np.empty(cap, np.int64)
     ns = np.empty(cap, np.int64)
     at = np.empty(cap, np.int64)
     peer = np.empty(cap, np.int64)
     k = 0
-    v = end
-    while t[v] > stop:
-        if k + 3 > cap:
-            cap *= 2
-            cats2 = np.empty(cap, np.int64)
-            ns2 = np.empty(cap, np.int64)
-            at2 = np.empty(cap, np.int64)
-            peer2 = np.empty(cap, np.int64)
-            cats2[:k] = cats[:k]
-            ns2[:k] = ns[:k]
-            at2[:k] = at[:k]
-            peer2[:k] = peer[:k]
-            cats, ns, at, peer = cats2, ns2, at2, peer2
-        e = bind[v]
-        if e == NO_EDGE:
-            cats[k] = root_cat
-            ns[k] = t[v] - stop
-            at[k] = v
-            peer[k] = -1
-            k += 1
-            break
-        u = src[e]
-        ready = t[u] + w[e]
-        d = t[v] - max(ready, stop)
-        if d > 0:
-            cats[k] = delay_cat[e]
-            ns[k] = d
-            at[k] = v
-            peer[k] = -1
-            k += 1
-        if ready <= stop:
-            break
-        lo = max(t[u], stop)
-        if ready - lo > 0:
-            cats[k] = weight_cat[e]
-            ns[k] = ready - lo
-            at[k] = v
-            peer[k] = -1
-            k += 1
-        own = wait_edge[e]
-        if own >= 0 and not follow:
-            # stay on this rank: its own start to the barrier is the wait
-            lo2 = max(t[own], stop)
-            if t[u] - lo2 > 0:
-                cats[k] = wait_cat[e]
-                ns[k] = t[u] - lo2
-                at[k] = v
-                peer[k] = u
+    for i in range(ends.size):
+        v = ends[i]
+        stop = stops[i]
+        while t[v] > stop:
+            if k + 3 >= cap:
+                cap *= 2
+                path, cats, ns = _grow(path, cap), _grow(cats, cap), _grow(ns, cap)
+                at, peer = _grow(at, cap), _grow(peer, cap)
+            e = bind[v]
+            if e == NO_EDGE:
+                path[k], cats[k], ns[k], at[k], peer[k] = i, root_cat, t[v] - stop, v, -1
                 k += 1
-            v = own
-        else:
-            v = u
-    return cats[:k], ns[:k], at[:k], peer[:k]
+                break
+            u = src[e]
+            ready = t[u] + w[e]
+            d = t[v] - max(ready, stop)
+            cat = node_cat[v // 2]
+            if d > 0:
+                dc = delay_cat[kind[e]]
+                path[k], cats[k], ns[k], at[k], peer[k] = i, cat if dc < 0 else dc, d, v, -1
+                k += 1
+            if ready <= stop:
+                break
+            lo = max(t[u], stop)
+            if ready - lo > 0:
+                path[k], cats[k], ns[k], at[k], peer[k] = i, cat, ready - lo, v, -1
+                k += 1
+            if kind[e] == collective and v % 2 == 1 and not follow:
+                own = v - 1  # stay on this rank: its own start to the barrier is a wait
+                lo2 = max(t[own], stop)
+                if t[u] - lo2 > 0:
+                    path[k], cats[k], ns[k], at[k], peer[k] = i, wait_cat[cat], t[u] - lo2, v, u
+                    k += 1
+                v = own
+            else:
+                v = u
+    return path[:k], cats[:k], ns[:k], at[:k], peer[:k]
+
+
+@njit(cache=True, nogil=True)
+def chain_pairs(order: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Consecutive members of each group in ``order`` (sorted by group, then time): (earlier,
+    later) index pairs."""
+    n = order.size
+    a = np.empty(max(n - 1, 0), np.int64)
+    b = np.empty(max(n - 1, 0), np.int64)
+    k = 0
+    for i in range(1, n):
+        if group[order[i]] == group[order[i - 1]]:
+            a[k] = order[i - 1]
+            b[k] = order[i]
+            k += 1
+    return a[:k], b[:k]
+
+
+@njit(cache=True, nogil=True)
+def thread_pairs(order: np.ndarray, group: np.ndarray, start: np.ndarray, end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Host thread order over calls sorted by (thread, start, longest first): each call's
+    predecessor is the latest-ending earlier call of its thread; ``nested`` where that call
+    was still running (the call is inside it)."""
+    n = order.size
+    a = np.empty(max(n - 1, 0), np.int64)
+    b = np.empty(max(n - 1, 0), np.int64)
+    nested = np.empty(max(n - 1, 0), np.bool_)
+    k = 0
+    top = -1
+    for i in range(n):
+        c = order[i]
+        if i > 0 and group[c] != group[order[i - 1]]:
+            top = -1
+        if top >= 0:
+            a[k] = top
+            b[k] = c
+            nested[k] = end[top] > start[c]
+            k += 1
+        if top < 0 or end[c] >= end[top]:
+            top = c
+    return a[:k], b[:k], nested[:k]
+
+
+@njit(cache=True, nogil=True)
+def by_destination(dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A stable counting sort of edges by destination event: the permutation, and ``indptr``
+    (edges of event v at positions indptr[v]..indptr[v+1])."""
+    indptr = np.zeros(n + 1, np.int64)
+    for e in range(dst.size):
+        indptr[dst[e] + 1] += 1
+    for v in range(n):
+        indptr[v + 1] += indptr[v]
+    fill = indptr[:-1].copy()
+    perm = np.empty(dst.size, np.int64)
+    for e in range(dst.size):
+        perm[fill[dst[e]]] = e
+        fill[dst[e]] += 1
+    return perm, indptr

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysmoe.depgraph.build import DepGraph, build_graph
+from nsysmoe.depgraph import core
+from nsysmoe.depgraph.build import KIND, DepGraph, build_graph
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.model import ClassifiedTrace
 from nsysmoe.results import CriticalPath, PathIteration, WhatIf
@@ -104,70 +105,88 @@ def _targets(g: DepGraph, target: str) -> np.ndarray:
         chans = {c.removesuffix(".transfer") for c in cats if c.endswith(".transfer")}
     else:
         chans = {c for c in cats if fnmatch.fnmatchcase(c, target)}
-    names = chans | {f"{c}.transfer" for c in chans}
+    names = chans | {f"{c}.transfer" for c in chans if f"{c}.transfer" in cats}
     return np.array([i for i, c in enumerate(cats) if c in names and not c.endswith(".wait")],
                     np.int64)  # fmt: skip
 
 
 @dataclass(frozen=True)
-class _Solved:
+class Solved:
+    """A graph with its topological order, each event's binding edge and delay."""
+
     g: DepGraph
     order: np.ndarray
     bind: np.ndarray
     delay: np.ndarray
 
 
-def solve(g: DepGraph) -> _Solved:
-    from nsysmoe.depgraph import core  # numba compiles (or loads) on first use only
-
+def solve(g: DepGraph) -> Solved:
     order = core.topological_order(g.indptr, g.src, g.t)
     bind, delay = core.settle(order, g.indptr, g.src, g.w, g.t)
-    return _Solved(g, order, bind, delay)
+    return Solved(g, order, bind, delay)
 
 
-def replay_times(s: _Solved, w: np.ndarray | None = None, delay: np.ndarray | None = None
+def replay_times(s: Solved, w: np.ndarray | None = None, delay: np.ndarray | None = None
                  ) -> np.ndarray:  # fmt: skip
     """Every event's replayed time with weights ``w`` and delays ``delay`` (measured ones
     where None)."""
-    from nsysmoe.depgraph import core
-
     return core.replay(s.order, s.g.indptr, s.g.src, s.g.w if w is None else w, s.g.t, s.bind,
                        s.delay if delay is None else delay)  # fmt: skip
 
 
-def scaled(s: _Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | None
+def _own_edges(g: DepGraph, nodes: np.ndarray) -> np.ndarray:
+    """The edges carrying these nodes' own time: each one's duration edge (the first edge into
+    its end event: kind 0 sorts first) and, for a matched collective, the barrier's edge into
+    its end (its transfer)."""
+    first = g.indptr[2 * nodes + 1]
+    last = g.indptr[2 * nodes + 2]
+    has = first < last
+    dur = first[has & (g.kind[np.minimum(first, g.kind.size - 1)] == KIND["duration"])]
+    nxt = first + 1
+    coll = nxt[(nxt < last) & (g.kind[np.minimum(nxt, g.kind.size - 1)] == KIND["collective"])]
+    return np.concatenate([dur, coll])
+
+
+def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | None
            ) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
-    """The weights and delays of a scenario (None: it names nothing in this trace)."""
+    """The weights and delays of a scenario (None: it names nothing in this trace): the
+    targets' own time (duration edges, a collective's transfer) and, for ``host``, the delays
+    a launch or a host predecessor bound, times the factor."""
     g = s.g
-    w, delay = g.w.copy(), s.delay.copy()
     if sc.target == STRAGGLER:
         if straggler is None:
             return None
-        edges, new = straggler
-        w[edges] = new
-        return w, delay
-    codes = _targets(g, sc.target)
-    if codes.size == 0 and sc.target not in ("host",):
+        w = g.w.copy()
+        w[straggler[0]] = straggler[1]
+        return w, s.delay
+    codes = np.array([g.code("host")]) if sc.target == "host" else _targets(g, sc.target)
+    nodes = np.nonzero(np.isin(g.node_cat, codes))[0]
+    if nodes.size == 0:
         return None
-    if sc.target == "host":
-        codes = np.array([g.categories.index("host")], np.int64)
-    hit = np.isin(g.weight_cat, codes) & (g.kind == 0)  # an op's own time
-    hit |= np.isin(g.weight_cat, codes) & (g.wait_edge >= 0)  # a collective's transfer
+    hit = _own_edges(g, nodes)
+    w = g.w.copy()
     w[hit] = np.rint(w[hit] * sc.factor).astype(np.int64)
-    bound = s.bind >= 0
-    dhit = np.zeros_like(bound)
-    dhit[bound] = np.isin(g.delay_cat[s.bind[bound]], codes)
-    delay[dhit] = np.rint(delay[dhit] * sc.factor).astype(np.int64)
+    delay = s.delay
+    hit_kind = np.isin(g.delay_cats(), codes)
+    if hit_kind.any():
+        bound = s.bind >= 0
+        dhit = np.zeros(bound.size, bool)
+        dhit[bound] = hit_kind[g.kind[s.bind[bound]]]
+        delay = delay.copy()
+        delay[dhit] = np.rint(delay[dhit] * sc.factor).astype(np.int64)
     return w, delay
 
 
 def _boundaries(g: DepGraph, windows: pl.DataFrame) -> pl.DataFrame:
     """Per (pid, step) window: the start event of its first op (``b0``) and the event the path
     ends at (``b1``: the next op's start; after a process's last op, that op's end)."""
-    ops = g.nodes.filter(pl.col("kind") != "api", pl.col("kind") != "barrier").select(
-        "node", "pid", "start", "end").sort("pid", "start", "node")  # fmt: skip
+    n_ops = g.n_rows[0] + g.n_rows[1]
+    ops = pl.DataFrame({"node": np.arange(n_ops, dtype=np.int64), "pid": g.node_pid[:n_ops],
+                        "start": g.t[0:2 * n_ops:2], "end": g.t[1:2 * n_ops:2]}).sort(
+        "start", "node")  # fmt: skip
     w = windows.select("pid", "step", "start_ns", "end_ns").sort("start_ns")
-    first = w.join_asof(ops.select("pid", pl.col("start").alias("s0"), pl.col("node").alias("n0")),
+    first = w.join_asof(ops.select("pid", pl.col("start").alias("s0"),
+                                   pl.col("node").alias("n0")),
                         left_on="start_ns", right_on="s0", by="pid", strategy="forward",
                         check_sortedness=False).sort("end_ns")  # fmt: skip
     nxt = first.join_asof(ops.select("pid", pl.col("start").alias("s1"),
@@ -180,50 +199,59 @@ def _boundaries(g: DepGraph, windows: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("n1").is_not_null()).then(2 * pl.col("n1"))
         .otherwise(2 * pl.col("nl") + 1).alias("b1"),
     )  # fmt: skip
-    return out.drop_nulls(["b0", "b1"]).select("pid", "step", "start_ns", "end_ns", "b0", "b1")
+    return (out.drop_nulls(["b0", "b1"]).filter(pl.col("s0") < pl.col("end_ns"))
+            .select("pid", "step", "start_ns", "end_ns", "b0", "b1").sort("step", "pid"))
 
 
-def _walk(s: _Solved, end: int, stop: int, follow: bool
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    from nsysmoe.depgraph import core
-
+def walk_paths(s: Solved, ends: np.ndarray, stops: np.ndarray, follow: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The critical paths back from events ``ends`` to times ``stops``
+    (:func:`nsysmoe.depgraph.core.walk`)."""
     g = s.g
-    return core.walk(end, stop, g.t, g.src, g.w, s.bind, g.weight_cat, g.delay_cat, g.wait_edge,
-                     g.wait_cat, g.categories.index("unexplained"), follow)  # fmt: skip
+    return core.walk(np.asarray(ends, np.int64), np.asarray(stops, np.int64), g.t, g.src, g.w,
+                     g.kind, s.bind, g.node_cat, g.delay_cats(), g.wait_cats(),
+                     g.code("unexplained"), KIND["collective"], follow)  # fmt: skip
 
 
-def _straggler(s: _Solved, windows: pl.DataFrame, names: pl.Series
+def _straggler(g: DepGraph, b: pl.DataFrame, names: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     """The straggler scenario's duration edges and their new weights: on the process whose
-    matched compute kernels took longest (the k-th launch of one kernel name in one iteration,
-    present on every process), each of them at the median duration of the others'."""
-    g = s.g
-    k = g.nodes.filter(pl.col("kind") == "kernel",
-                       pl.col("category").is_in(["gemm", "attention", "compute.other"]))
-    if k["pid"].n_unique() < 2:
+    matched compute kernels took longest, each of them at the median duration of the others'.
+    Kernels are matched by position: the i-th compute kernel of an iteration on every process,
+    where all of them have the same name (``names``: a code per kernel row)."""
+    n_k = g.n_rows[0]
+    compute = np.isin(g.node_cat[:n_k], [g.code("gemm"), g.code("attention"),
+                                         g.code("compute.other")])  # fmt: skip
+    pids = np.unique(b["pid"].to_numpy())
+    if pids.size < 2:
         return None
-    w = windows.select("pid", "step", "start_ns", "end_ns").sort("start_ns")
-    k = (k.with_columns(names.gather(k["row"]).alias("kernel_name"),
-                        (pl.col("end") - pl.col("start")).alias("dur"))
-         .sort("start").join_asof(w, left_on="start", right_on="start_ns", by="pid",
-                                  check_sortedness=False)
-         .filter(pl.col("start") < pl.col("end_ns"))
-         .sort("pid", "start", "node")
-         .with_columns(pl.int_range(pl.len()).over("pid", "step", "kernel_name").alias("k")))
-    n = k["pid"].n_unique()
-    key = ["step", "kernel_name", "k"]
-    full = k.group_by(key).agg(pl.len().alias("n")).filter(pl.col("n") == n)
-    k = k.join(full.drop("n"), on=key)
-    if k.is_empty():
+    per_pid = []
+    for p in pids:  # per process (a handful): vectorised over its kernels
+        mine = b.filter(pl.col("pid") == p).sort("start_ns")
+        nodes = np.nonzero(compute & (g.node_pid[:n_k] == p))[0]
+        nodes = nodes[np.argsort(g.t[2 * nodes], kind="stable")]
+        start = g.t[2 * nodes]
+        at = np.searchsorted(mine["start_ns"].to_numpy(), start, side="right") - 1
+        ok = (at >= 0) & (start < mine["end_ns"].to_numpy()[np.maximum(at, 0)])
+        nodes, at = nodes[ok], at[ok]
+        first = np.searchsorted(at, at, side="left")  # at is sorted: each step's first index
+        key = mine["step"].to_numpy()[at].astype(np.int64) * 2**32 + (np.arange(at.size) - first)
+        per_pid.append((key, nodes))
+    common = per_pid[0][0]
+    for key, _ in per_pid[1:]:
+        common = np.intersect1d(common, key, assume_unique=True)
+    if common.size == 0:
         return None
-    slow = k.group_by("pid").agg(pl.col("dur").sum()).sort(["dur", "pid"],
-                                                            descending=[True, False])["pid"][0]
-    others = k.filter(pl.col("pid") != slow).group_by(key).agg(
-        pl.col("dur").median().round().cast(pl.Int64).alias("median"))
-    mine = k.filter(pl.col("pid") == slow).join(others, on=key)
-    # the duration edge sorts first among an event's edges (kind 0)
-    edges = g.indptr[2 * mine["node"].to_numpy() + 1]
-    return edges, mine["median"].to_numpy()
+    nodes = np.stack([nd[np.searchsorted(key, common)] for key, nd in per_pid])
+    same = (names[nodes] == names[nodes[0]]).all(axis=0)
+    nodes = nodes[:, same]
+    if nodes.shape[1] == 0:
+        return None
+    dur = g.t[2 * nodes + 1] - g.t[2 * nodes]
+    slow = int(np.argmax(dur.sum(axis=1)))
+    others = np.delete(dur, slow, axis=0)
+    median = np.rint(np.median(others, axis=0)).astype(np.int64)
+    return _own_edges(g, nodes[slow])[: nodes.shape[1]], median
 
 
 def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
@@ -231,8 +259,8 @@ def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int
                   asked: tuple[str, ...] = ()) -> CriticalPath | None:  # fmt: skip
     """The critical path of each kept iteration and the what-if replays (module docstring);
     ``windows``: each process's iteration windows (:func:`nsysmoe.measure.steps.process_windows`);
-    ``matched``: collectives matched across the trace's GPUs; ``asked``: the user's scenarios
-    (parsed already). None without iterations to walk."""
+    ``matched``: collectives matched across the trace's GPUs; ``asked``: the user's scenarios.
+    None without iterations to walk."""
     trace = source.trace
     scenarios = [parse_scenario(a) for a in asked]
     windows = windows.filter(pl.col("step").is_in(kept))
@@ -240,102 +268,120 @@ def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int
         return None
     g = build_graph(source.kernels, trace.memops, trace.runtime, trace.syncs,
                     trace.event_records, matched)  # fmt: skip
-    s = solve(g)
     b = _boundaries(g, windows)
     if b.is_empty():
         return None
-    return _measure(s, b, windows, scenarios, source)
+    return _measure(solve(g), b, scenarios, source)
 
 
-def _measure(s: _Solved, b: pl.DataFrame, windows: pl.DataFrame, asked: list[Scenario],
-             source: ClassifiedTrace) -> CriticalPath:  # fmt: skip
+def _step_ids(b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct steps of the boundary rows (sorted) and each row's index among them."""
+    steps, idx = np.unique(b["step"].to_numpy(), return_inverse=True)
+    return steps, idx
+
+
+def _job_steps(times: np.ndarray, b: pl.DataFrame, tail: np.ndarray) -> np.ndarray:
+    """Per step, the slowest process's window on ``times``."""
+    steps, idx = _step_ids(b)
+    per_row = times[b["b1"].to_numpy()] - times[b["b0"].to_numpy()] + tail
+    out = np.full(steps.size, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(out, idx, per_row)
+    return out
+
+
+def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], source: ClassifiedTrace
+             ) -> CriticalPath:  # fmt: skip
     g = s.g
-    t = g.t
+    cats = g.categories
+    idle, unexplained = g.code("idle"), g.code("unexplained")
     b1 = b["b1"].to_numpy()
     start_ns, end_ns = b["start_ns"].to_numpy(), b["end_ns"].to_numpy()
     # a path ending at an op's end (a process's last op) leaves the rest of its window idle
-    tail = np.where(b1 % 2 == 1, np.maximum(end_ns - t[b1], 0), 0)
+    tail = np.where(b1 % 2 == 1, np.maximum(end_ns - g.t[b1], 0), 0)
     measured = end_ns - start_ns
-    b = b.with_columns(pl.Series("measured", measured), pl.Series("tail", tail))
-    cats = g.categories
-    idle = cats.index("idle")
-    pids_of_node = g.nodes["pid"].fill_null(-1).to_numpy()
-    rank_rows: list[tuple[int, int, int, int, int]] = []
-    for i, (pid, step) in enumerate(zip(b["pid"].to_list(), b["step"].to_list(), strict=True)):
-        c, ns, _, peer = _walk(s, int(b1[i]), int(start_ns[i]), follow=False)
-        peer_pid = np.full(peer.size, -1, np.int64)
-        if (peer >= 0).any():
-            peer_pid[peer >= 0] = _event_pid(peer[peer >= 0], s, pids_of_node)
-        rank_rows += [(pid, step, int(ci), int(n), int(p)) for ci, n, p in zip(c, ns, peer_pid,
-                                                                              strict=True)]
-        if tail[i]:
-            rank_rows.append((pid, step, idle, int(tail[i]), -1))
-    per_rank = pl.DataFrame(rank_rows, schema={"pid": pl.Int64, "step": pl.Int64,
-                                               "cat": pl.Int64, "ns": pl.Int64,
-                                               "peer": pl.Int64}, orient="row")  # fmt: skip
-    per_rank = per_rank.group_by("pid", "step", "cat", "peer").agg(pl.col("ns").sum()).with_columns(
-        pl.col("cat").replace_strict(list(range(len(cats))), list(cats), return_dtype=pl.String)
-        .alias("category")).select(list(PATH_SCHEMA)).sort("pid", "step", "category", "peer")
-    identity = replay_times(s)
-    slowest = b.sort(["step", "measured", "pid"], descending=[False, True, False]).unique(
-        "step", keep="first", maintain_order=True)  # fmt: skip
-    iterations, seg_rows = [], []
-    for row in slowest.iter_rows(named=True):
-        c, ns, at, _ = _walk(s, row["b1"], row["start_ns"], follow=True)
-        seg = np.bincount(c, weights=ns, minlength=len(cats)).astype(np.int64)
-        seg[idle] += row["tail"]
-        rep = _replayed(identity, b.filter(pl.col("step") == row["step"]))
-        iterations.append(PathIteration(
-            row["step"], row["pid"], row["measured"], int(seg.sum()), int(rep),
-            int(seg[cats.index("unexplained")]),
-            {cats[j]: int(seg[j]) for j in range(len(cats)) if seg[j]}))  # fmt: skip
-        seg_rows.append((c, ns, at))
-    composition: dict[str, int] = {}
-    for it in iterations:
-        for k, v in it.segments.items():
-            composition[k] = composition.get(k, 0) + v
-    errors = [abs(i.replay_step_ns - i.step_ns) / i.step_ns for i in iterations if i.step_ns]
-    what_if = _what_if(s, b, windows, asked, source.kernels["name"])
+    per_rank = _per_rank(s, b, tail)
+    codes = source.kernels["short_name"].cast(pl.Categorical).to_physical().to_numpy()
+    # the job's path of a step: that of its slowest process, through cross-rank edges
+    steps, idx = _step_ids(b)
+    slow = np.full(steps.size, -1, np.int64)
+    order = np.lexsort((b["pid"].to_numpy(), -measured, idx))
+    first = np.ones(order.size, bool)
+    first[1:] = idx[order][1:] != idx[order][:-1]
+    slow[idx[order][first]] = order[first]
+    path, c, ns, at, _ = walk_paths(s, b1[slow], start_ns[slow], follow=True)
+    seg = np.zeros((steps.size, len(cats)), np.int64)
+    np.add.at(seg, (path, c), ns)
+    seg[:, idle] += tail[slow]
+    replayed = _job_steps(replay_times(s), b, tail)
+    pids = b["pid"].to_numpy()
+    iterations = tuple(
+        PathIteration(int(steps[i]), int(pids[slow[i]]), int(measured[slow[i]]),
+                      int(seg[i].sum()), int(replayed[i]), int(seg[i, unexplained]),
+                      {cats[j]: int(seg[i, j]) for j in np.nonzero(seg[i])[0]})
+        for i in range(steps.size))  # fmt: skip
+    total = seg.sum(axis=0)
+    composition = {cats[j]: int(total[j]) for j in np.nonzero(total)[0]}
+    job = measured[slow]
+    errors = np.abs(replayed - job) / np.maximum(job, 1)
     return CriticalPath(
-        iterations=tuple(iterations),
+        iterations=iterations,
         composition=dict(sorted(composition.items(), key=lambda kv: (-kv[1], kv[0]))),
-        top=_top(g, seg_rows, source),
+        top=_top(g, c, ns, at, source, codes),
         per_rank=per_rank,
-        what_if=what_if,
-        edges={k: v for k, v in g.edge_counts.items()},
+        what_if=_what_if(s, b, tail, job, asked, codes),
+        edges=dict(g.edge_counts),
         dropped=dict(g.dropped),
         unmatched_waits=g.unmatched_waits,
-        replay_error_pct=100 * float(np.median(errors)) if errors else 0.0,
+        replay_error_pct=100 * float(np.median(errors)) if errors.size else 0.0,
     )
 
 
-def _event_pid(events: np.ndarray, s: _Solved, pids: np.ndarray) -> np.ndarray:
-    """The pid of each barrier event's last arrival (its binding predecessor's node)."""
-    member = s.g.src[s.bind[events - 1]] // 2  # barrier end ← its start ← the last arrival
-    return pids[member]
+def _per_rank(s: Solved, b: pl.DataFrame, tail: np.ndarray) -> pl.DataFrame:
+    """Per (pid, step), the path of that process's own step: a wait for a collective's last
+    peer stays on it as ``<channel>.wait`` with the peer's pid (:data:`PATH_SCHEMA`)."""
+    g = s.g
+    n_cat = len(g.categories)
+    path, c, ns, _, peer = walk_paths(s, b["b1"].to_numpy(), b["start_ns"].to_numpy(),
+                                      follow=False)  # fmt: skip
+    waited = peer >= 0
+    sums = np.bincount(path[~waited] * n_cat + c[~waited], weights=ns[~waited],
+                       minlength=len(b) * n_cat).astype(np.int64).reshape(len(b), n_cat)
+    sums[:, g.code("idle")] += tail
+    row, cat = np.nonzero(sums)
+    own = pl.DataFrame({"row": row, "cat": cat, "ns": sums[row, cat],
+                        "peer": np.full(row.size, -1, np.int64)})  # fmt: skip
+    parts = [own]
+    if waited.any():  # a barrier's binding predecessor is the last arrival's start
+        last = g.src[s.bind[peer[waited] - 1]].astype(np.int64)
+        parts.append(pl.DataFrame({"row": path[waited], "cat": c[waited], "ns": ns[waited],
+                                   "peer": g.node_pid[last // 2]}).group_by(
+            "row", "cat", "peer").agg(pl.col("ns").sum()).select("row", "cat", "ns", "peer"))
+    keys = b.select("pid", "step").with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    cats = list(g.categories)
+    return (pl.concat([p.cast(pl.Int64) for p in parts]).join(keys, on="row")
+            .with_columns(pl.col("cat").replace_strict(list(range(n_cat)), cats,
+                                                       return_dtype=pl.String).alias("category"),
+                          pl.col("peer").replace(-1, None))
+            .select(list(PATH_SCHEMA)).cast(PATH_SCHEMA).sort("pid", "step", "category", "peer"))
 
 
-def _replayed(times: np.ndarray, rows: pl.DataFrame) -> int:
-    """The job's replayed step: the slowest process's replayed window."""
-    b0, b1 = rows["b0"].to_numpy(), rows["b1"].to_numpy()
-    return int(np.max(times[b1] - times[b0] + rows["tail"].to_numpy()))
-
-
-def _what_if(s: _Solved, b: pl.DataFrame, windows: pl.DataFrame, asked: list[Scenario],
-             names: pl.Series) -> tuple[WhatIf, ...]:  # fmt: skip
+def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, job: np.ndarray,
+             asked: list[Scenario], names: np.ndarray) -> tuple[WhatIf, ...]:  # fmt: skip
+    """The default scenarios (each channel and all of them taking no time, no host time, the
+    straggler at the others' speed) and the user's, replayed; best gain first."""
     g = s.g
     channels = [c.removesuffix(".transfer") for c in g.categories if c.endswith(".transfer")]
-    defaults = [Scenario(f"{c}*0", c, 0.0) for c in channels]
-    if len(channels) > 1:
+    defaults = [Scenario(f"{c}*0", c, 0.0) for c in channels if _targets(g, c).size]
+    present = set(np.unique(g.node_cat).tolist())
+    defaults = [d for d in defaults if present & set(_targets(g, d.target).tolist())]
+    if len(defaults) > 1:
         defaults.append(Scenario("comm*0", "comm", 0.0))
     defaults.append(Scenario("host*0", "host", 0.0))
-    straggler = (_straggler(s, windows, names) if b["pid"].n_unique() > 1
-                 else None)
+    straggler = _straggler(g, b, names) if b["pid"].n_unique() > 1 else None
     if straggler is not None:
         defaults.append(Scenario(STRAGGLER, STRAGGLER, 1.0))
+    measured = float(np.median(job))
     seen, out = set(), []
-    measured = b.group_by("step").agg(pl.col("measured").max())["measured"].to_numpy()
-    med_measured = float(np.median(measured))
     for sc in [*defaults, *asked]:
         if sc.text in seen:
             continue
@@ -343,45 +389,45 @@ def _what_if(s: _Solved, b: pl.DataFrame, windows: pl.DataFrame, asked: list[Sce
         change = scaled(s, sc, straggler)
         if change is None:
             continue
-        times = replay_times(s, *change)
-        steps = [_replayed(times, rows) for _, rows in b.group_by("step")]
-        predicted = float(np.median(steps))
-        out.append(WhatIf(sc.text, sc.knob, predicted, med_measured, med_measured - predicted,
+        predicted = float(np.median(_job_steps(replay_times(s, *change), b, tail)))
+        out.append(WhatIf(sc.text, sc.knob, predicted, measured, measured - predicted,
                           sc.bound))  # fmt: skip
-    return tuple(sorted(out, key=lambda w: -w.gain_ns))
+    return tuple(sorted(out, key=lambda w: (-w.gain_ns, w.scenario)))
 
 
-def _top(g: DepGraph, seg_rows: list, source: ClassifiedTrace) -> pl.DataFrame:
-    """The path's largest parts over the window: per (category, op name, pid)."""
-    if not seg_rows:
+def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, source: ClassifiedTrace,
+         codes: np.ndarray) -> pl.DataFrame:  # fmt: skip
+    """The path's largest parts over the window: per (category, op name, pid); ``codes``: a
+    code per kernel row, one per short name."""
+    if c.size == 0:
         return pl.DataFrame(schema=TOP_SCHEMA)
-    cats = np.concatenate([r[0] for r in seg_rows])
-    ns = np.concatenate([r[1] for r in seg_rows])
-    node = np.concatenate([r[2] for r in seg_rows]) // 2
-    nodes = g.nodes.select("kind", "pid", "row")
-    df = pl.DataFrame({"cat": cats, "ns": ns, "node": node}).join(
-        nodes.with_row_index("node").with_columns(pl.col("node").cast(pl.Int64)), on="node")
-    names = _names(df, source)
-    df = df.with_columns(names.alias("name")).group_by("cat", "name", "pid").agg(
-        pl.col("ns").sum(), pl.len().cast(pl.Int64).alias("count")).sort("ns", descending=True
-    ).head(TOP)  # fmt: skip
-    return df.with_columns(pl.col("cat").replace_strict(
-        list(range(len(g.categories))), list(g.categories), return_dtype=pl.String
-    ).alias("category")).select(list(TOP_SCHEMA))  # fmt: skip
-
-
-def _names(df: pl.DataFrame, source: ClassifiedTrace) -> pl.Series:
-    """What each segment's node is called: a kernel's short name, a memop's name, "CUDA API"
-    for a call (the export's call names are not read), the channel for a barrier."""
-    kname = source.kernels["short_name"]
-    mname = source.trace.memops["name"]
-    kind, row = df["kind"], df["row"].fill_null(0)
-    out = pl.select(
-        pl.when(kind == "kernel").then(kname.gather(row.clip(0, max(len(kname) - 1, 0)))
-                                        if len(kname) else pl.lit(None, pl.String))
-        .when(kind.is_in(["memcpy", "memset"])).then(
-            mname.gather(row.clip(0, max(len(mname) - 1, 0))) if len(mname)
-            else pl.lit(None, pl.String))
-        .when(kind == "api").then(pl.lit("CUDA API calls and the host between them"))
-        .otherwise(pl.lit("collective barrier")).alias("name")).to_series()  # fmt: skip
-    return out
+    node = at // 2
+    kind = g.node_kind[node]
+    row = g.rows()[node]
+    k = kind == 0
+    name = np.where(k, codes[np.where(k, row, 0)] if codes.size else 0, -1 - kind)
+    memop = (kind == 1) | (kind == 2)
+    df = pl.DataFrame({"cat": c, "kind": kind, "name": name, "row": row, "pid": g.node_pid[node],
+                       "ns": ns, "memop": memop})
+    # a memop's own name (few rows); kernels by short name; calls and barriers by kind
+    df = df.with_columns(pl.when(pl.col("memop")).then(-100 - pl.col("row")).otherwise("name")
+                         .alias("name"))
+    top = (df.group_by("cat", "kind", "name", "pid")
+           .agg(pl.col("ns").sum(), pl.len().cast(pl.Int64).alias("count"), pl.col("row").first())
+           .sort(["ns", "cat", "name", "pid"], descending=[True, False, False, False]).head(TOP))
+    kn, mn = source.kernels["short_name"], source.trace.memops["name"]
+    labels = []
+    for kd, r in zip(top["kind"].to_list(), top["row"].to_list(), strict=True):
+        if kd == 0:
+            labels.append(kn[r])
+        elif kd in (1, 2):
+            labels.append(mn[r])
+        elif kd == 3:
+            labels.append("CUDA API calls and the host between them")
+        else:
+            labels.append("collective barrier (last arrival)")
+    cats = list(g.categories)
+    return top.with_columns(
+        pl.Series("name", labels, dtype=pl.String),
+        pl.col("cat").replace_strict(list(range(len(cats))), cats, return_dtype=pl.String)
+        .alias("category")).select(list(TOP_SCHEMA)).cast(TOP_SCHEMA)  # fmt: skip
