@@ -20,6 +20,7 @@ from nsysmoe.measure.overlap import hidden_pct
 from nsysmoe.results import (
     Collectives,
     Comparison,
+    CriticalPath,
     Graphs,
     RanksAnalysis,
     RanksComparison,
@@ -86,6 +87,20 @@ def _wait_values(c: Collectives, suffix: str = "") -> dict[str, float | None]:
             for m in RANK_WAIT_VALUES}  # fmt: skip
 
 
+def _path_values(cp: CriticalPath | None, suffix: str = "") -> dict[str, float | None]:
+    """What bounds the step: the critical path's unexplained and communication shares (%) and
+    the best what-if gain (% of the step); None without a path (a condition on it fails)."""
+    if cp is None:
+        return {f"{k}{suffix}": None for k in PATH_VALUES}
+    return {f"path_unexplained_pct{suffix}": cp.unexplained_pct,
+            f"path_comm_pct{suffix}": cp.comm_share_pct,
+            f"what_if_best_gain_pct{suffix}": cp.best_gain_pct}  # fmt: skip
+
+
+#: the critical path's ``--fail-if`` values (:func:`_path_values`)
+PATH_VALUES = ("path_unexplained_pct", "path_comm_pct", "what_if_best_gain_pct")
+
+
 def _comparison_values(c: Comparison) -> dict[str, float | None]:
     """The metric rows' values; the graph rows exist only where a side ran graphs, so a
     graph-free A/B still answers ``graph_unknown_ns`` (0 on both sides); channel keys of the
@@ -95,12 +110,15 @@ def _comparison_values(c: Comparison) -> dict[str, float | None]:
                 for s in ("", "_off", "_delta")}  # fmt: skip
     waits = _wait_values(c.on.analysis.collectives) | _wait_values(c.off.analysis.collectives,
                                                                     "_off")  # fmt: skip
-    return none | channels | waits | flat_values(c.rows, c.contract.matched)
+    paths = _path_values(c.on.analysis.critical_path) | _path_values(
+        c.off.analysis.critical_path, "_off")  # fmt: skip
+    return none | channels | waits | paths | flat_values(c.rows, c.contract.matched)
 
 
 values.register(TraceAnalysis,
                 lambda a: _gpu_values(a.gpus) | _graph_values(a.graphs, a.totals.active_ns)
-                | _channel_values(a.channel_totals) | _wait_values(a.collectives))
+                | _channel_values(a.channel_totals) | _wait_values(a.collectives)
+                | _path_values(a.critical_path))
 values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_values(
     run.graphs, sum(a.totals.active_ns for a in run.analyses)) | _channel_values(
     run.channel_totals) | _wait_values(run.collectives))

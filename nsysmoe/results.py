@@ -409,6 +409,7 @@ class TraceAnalysis:
             "iteration_timeline": self.step_timeline,
             "not_captured": self.not_captured,
             "warnings": list(self.warnings),
+            **CriticalPath.json_keys(self.critical_path),
         }
 
 
@@ -917,6 +918,13 @@ class Timeline:
     max_channel_lanes: int = 0  # per GPU; more channels than this share its last lane
 
 
+#: the path's categories that are not a communication channel's (the dependency graph's
+#: ``nsysmoe.depgraph.build.BASE_CATEGORIES``); every other category is a channel's: its own
+#: name, its ``.transfer`` or its ``.wait``
+PATH_BASE_CATEGORIES = ("gemm", "attention", "compute.other", "memcpy", "memset", "host",
+                        "sync", "idle", "unexplained")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class PathIteration:
     """One iteration's critical path (:mod:`nsysmoe.measure.critical_path`): on the rank whose
@@ -960,9 +968,10 @@ class WhatIf:
         return 100 * self.gain_ns / self.measured_step_ns if self.measured_step_ns else None
 
     def to_dict(self) -> dict[str, object]:
+        """Times as whole ns (the JSON's rule; a median of an even count can end in .5)."""
         return {"scenario": self.scenario, "knob": self.knob,
-                "predicted_step_ns": self.predicted_step_ns,
-                "measured_step_ns": self.measured_step_ns, "gain_ns": self.gain_ns,
+                "predicted_step_ns": round(self.predicted_step_ns),
+                "measured_step_ns": round(self.measured_step_ns), "gain_ns": round(self.gain_ns),
                 "gain_pct": self.gain_pct, "bound": self.bound}  # fmt: skip
 
 
@@ -1003,6 +1012,29 @@ class CriticalPath:
             return []
         rows = [(c, 100 * ns / total) for c, ns in self.composition.items() if ns > 0]
         return sorted(rows, key=lambda r: (-r[1], r[0]))
+
+    @property
+    def comm_share_pct(self) -> float | None:
+        """The share of the path (%) spent in communication: every channel's categories (its
+        own name, ``.transfer`` and ``.wait``) together; None for an empty path."""
+        total = sum(self.composition.values())
+        comm = sum(ns for c, ns in self.composition.items() if c not in PATH_BASE_CATEGORIES)
+        return 100 * comm / total if total else None
+
+    @property
+    def best_gain_pct(self) -> float | None:
+        """The largest gain of any replayed scenario, in % of the measured step (None without
+        a scenario that has one)."""
+        gains = [w.gain_pct for w in self.what_if if w.gain_pct is not None]
+        return max(gains) if gains else None
+
+    @staticmethod
+    def json_keys(path: CriticalPath | None) -> dict[str, object]:
+        """A trace's JSON keys: ``critical_path`` (:meth:`to_dict`, or null) and its sibling
+        ``what_if`` (the replays, best gain first; [] without a path)."""
+        if path is None:
+            return {"critical_path": None, "what_if": []}
+        return {"critical_path": path.to_dict(), "what_if": [w.to_dict() for w in path.what_if]}
 
     def to_dict(self) -> dict[str, object]:
         return {
