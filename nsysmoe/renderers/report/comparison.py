@@ -23,6 +23,7 @@ from nsysmoe.renderers.document import (
     ReportOptions,
     Table,
 )  # fmt: skip
+from nsysmoe.renderers.report.critical_path import composition_table
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import comparison_headline, shown_source
 from nsysmoe.renderers.report.trace import caveat_lines, iteration_table, notes
@@ -224,8 +225,10 @@ def document(c: Comparison, options: ReportOptions | None = None) -> Document:
         more = len(c.rows) - len(rows)
         table = Table(f"{table.title} ({more} more CPU-side NVTX rows: --all-nvtx or --format "
                       "json)", table.header, table.rows, table.right)  # fmt: skip
-    blocks += [table, Lines(tuple(verdict_lines(c))), Lines(tuple(step_change_lines(c))),
-               contract_table(c)]
+    blocks += [table, Lines(tuple(verdict_lines(c))), Lines(tuple(step_change_lines(c)))]
+    if a.critical_path is not None and b.critical_path is not None:
+        blocks.append(composition_table(a.critical_path, b.critical_path, (off, on)))
+    blocks.append(contract_table(c))
     if lines := contract_lines(c):
         blocks.append(Lines(tuple(lines)))
     hints = tuple(f"{label}: {h}" for label, side in ((off, a), (on, b))

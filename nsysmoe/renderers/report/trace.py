@@ -22,6 +22,7 @@ from nsysmoe.renderers.document import (
     ReportOptions,
     Table,
 )  # fmt: skip
+from nsysmoe.renderers.report import critical_path as path
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import shown_source, trace_headline
@@ -45,6 +46,8 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
     blocks += trace_headline(a)
     blocks.append(Caption((("window", window_text(a), False), ("rules", a.rules_source, True)),
                           FORMULA))  # fmt: skip
+    if bound_by := path.bound_by_line(a.critical_path):  # the headline has no room left
+        blocks.append(Lines((bound_by,)))
     blocks.append(gpu_table(a))
     if not a.channel_totals.is_empty():
         blocks.append(channel_table(a))
@@ -52,6 +55,7 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
         blocks.append(Lines(tuple(table_lines)))
     blocks += collective_blocks(a.collectives)
     blocks.append(Lines(tuple(wall_lines(a)[1:]), hanging=True))
+    blocks += path.advice_blocks(a.critical_path)  # what each knob could buy, ranked
     if idle := idle_lines(a):
         blocks.append(Lines(tuple(idle)))
     graphs = graph_lines(a.graphs, a.totals.active_ns)
@@ -60,6 +64,7 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
     if not a.phase_totals.is_empty():
         phase_blocks = [phase_table(a)] + ([layer_table(a)] if not a.layers.is_empty() else [])
         blocks.append(Details("Communication by step phase", tuple(phase_blocks)))
+    blocks += path.detail_blocks(a.critical_path, options)
     blocks += [Details("Kernel classes", (class_table(a),)),
                *optional_tables(a, options or ReportOptions())]  # fmt: skip
     if launch := launch_lines(a):
