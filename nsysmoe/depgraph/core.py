@@ -72,14 +72,19 @@ def settle(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
            t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Each event's binding edge (the predecessor edge with the latest ``t[src] + w``; the
     first such in its list on a tie; -1 for a root) and its delay (``t - that``, the time
-    nothing known explains; 0 for a root)."""
+    nothing known explains; 0 for a root). An edge from an event later in ``order`` (a cycle's,
+    possible only among zero-weight edges at one instant) is not followed: a binding edge
+    always comes from an earlier event, so a walk back along them ends."""
     n = indptr.size - 1
     bind = np.full(n, NO_EDGE, np.int64)
     delay = np.zeros(n, np.int64)
+    done = np.zeros(n, np.bool_)
     for v in order:
         best = np.iinfo(np.int64).min
         b = NO_EDGE
         for e in range(indptr[v], indptr[v + 1]):
+            if not done[src[e]]:
+                continue
             x = t[src[e]] + w[e]
             if x > best:
                 best = x
@@ -87,6 +92,7 @@ def settle(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
         bind[v] = b
         if b != NO_EDGE:
             delay[v] = t[v] - best
+        done[v] = True
     return bind, delay
 
 
@@ -94,15 +100,20 @@ def settle(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
 def replay(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray,
            t: np.ndarray, bind: np.ndarray, delay: np.ndarray) -> np.ndarray:  # fmt: skip
     """Every event's time when each starts as soon as its predecessors allow (weights ``w``),
-    after its own measured delay; roots keep their measured time."""
+    after its own measured delay; roots keep their measured time. Edges from events later in
+    ``order`` are not followed (as in :func:`settle`)."""
     n = indptr.size - 1
     out = np.empty(n, np.int64)
+    done = np.zeros(n, np.bool_)
     for v in order:
+        done[v] = True
         if bind[v] == NO_EDGE:
             out[v] = t[v]
             continue
         best = np.iinfo(np.int64).min
         for e in range(indptr[v], indptr[v + 1]):
+            if not done[src[e]]:
+                continue
             x = out[src[e]] + w[e]
             if x > best:
                 best = x
