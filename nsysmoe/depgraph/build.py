@@ -442,14 +442,18 @@ def _collective_edges(kernels: pl.DataFrame, matched: pl.DataFrame, first: int,
     k = kernels.select(key).with_row_index("node").filter(
         pl.struct(key).is_in(matched.select(pl.struct(key)).to_series().implode()))
     k = k.unique(key, keep="first")
+    # in instance order, then the members' (a join's row order is not): barriers are numbered
+    # and a tie between arrivals settled the same way on every run
     rows = matched.select(*key, "step", "channel", "k", "last").join(
-        k.with_columns(pl.col("node").cast(pl.Int64)), on=key)  # fmt: skip
+        k.with_columns(pl.col("node").cast(pl.Int64)), on=key).sort(
+        "step", "channel", "name", "k", "pid", "device", "start")  # fmt: skip
     if rows.is_empty():
         return None
     inst = rows.group_by("step", "channel", "name", "k", maintain_order=True).agg(
         pl.col("last").max()).with_columns(
         (pl.int_range(pl.len(), dtype=pl.Int64) + first).alias("barrier"))  # fmt: skip
-    rows = rows.join(inst.drop("last"), on=["step", "channel", "name", "k"])
+    rows = rows.join(inst.drop("last"), on=["step", "channel", "name", "k"],
+                     maintain_order="left")
     member, barrier = rows["node"].to_numpy(), rows["barrier"].to_numpy()
     transfer = rows.select(pl.col("end") - pl.min_horizontal("last", "end")).to_series().to_numpy()
     edges.add(2 * member, 2 * barrier, "collective")

@@ -61,15 +61,10 @@ def graph(kernels=(), memops=(), runtime=(), syncs=(), records=(), matched=None)
     return build_graph(*frames, matched=m)
 
 
-def node_frame(g) -> pl.DataFrame:
-    """The graph's nodes as a frame (an attribute or a method, whichever this version has)."""
-    return g.nodes() if callable(g.nodes) else g.nodes
-
-
 def names(g) -> list[str]:
     """Each node's name: K<row> (kernel), M<row> (memop), A<row> (API call), B<time> (a
     barrier, at its instance's last arrival)."""
-    rows = node_frame(g).select("kind", "row", "start").iter_rows()
+    rows = g.nodes().select("kind", "row", "start").iter_rows()
     return [f"B{start}" if kind == "barrier" else {"kernel": "K", "api": "A"}.get(kind, "M")
             + str(row) for kind, row, start in rows]  # fmt: skip
 
@@ -113,7 +108,7 @@ def test_duration_edges_weigh_each_op_and_call():
                                        ("duration", "A0.s", "A0.e"),
                                        ("stream", "K0.e", "M0.s")}  # fmt: skip
     assert [weight(g, "duration", f"{n}.s", f"{n}.e") for n in ("K0", "M0", "A0")] == [100, 30, 7]
-    assert node_frame(g)["category"].to_list() == ["gemm", "memset", "host"]
+    assert g.nodes()["category"].to_list() == ["gemm", "memset", "host"]
 
 
 def test_launch_by_pid_and_corr_id_never_across_processes():
@@ -160,7 +155,7 @@ def test_stream_sync_released_by_its_own_streams_last_op():
     assert {e for e in edges(g) if e[0] == "sync"} == {("sync", "K0.e", "A2.e")}
     # the held call's own time is what the GPU made it wait: not a weight of its own
     assert weight(g, "duration", "A2.s", "A2.e") == 0
-    assert node_frame(g)["category"][3 + 2] == "sync"
+    assert g.nodes()["category"][3 + 2] == "sync"
 
 
 def test_device_sync_released_by_the_processes_last_op():
@@ -296,7 +291,7 @@ def test_collective_barriers_from_a_matched_table():
         ("collective", "K2.s", "B700.s"), ("collective", "K3.s", "B700.s"),
         ("collective", "B700.e", "K2.e"), ("collective", "B700.e", "K3.e"),
         ("stream", "K0.e", "K2.s"), ("stream", "K1.e", "K3.s")}  # fmt: skip
-    b = node_frame(g).filter(pl.col("kind") == "barrier")
+    b = g.nodes().filter(pl.col("kind") == "barrier")
     assert sorted(b.select("start", "end").rows()) == [(300, 300), (700, 700)]
     assert weight(g, "collective", "B300.e", "K0.e") == 200
     assert weight(g, "collective", "B300.e", "K1.e") == 200
@@ -304,13 +299,13 @@ def test_collective_barriers_from_a_matched_table():
     # a member's own time is its transfer: the wait before the last arrival is the barrier's
     assert weight(g, "duration", "K0.s", "K0.e") == 200
     assert weight(g, "duration", "K2.s", "K2.e") == 100
-    assert node_frame(g)["category"].to_list()[:4] == ["ep.combine.transfer"] * 4
+    assert g.nodes()["category"].to_list()[:4] == ["ep.combine.transfer"] * 4
     assert {"ep.combine", "ep.combine.transfer", "ep.combine.wait"} <= set(g.categories)
 
 
 def test_unmatched_comm_kernel_keeps_its_channel_and_no_barrier():
     g = graph(kernels=[comm(100, 500, pid=1)], matched=[])
-    assert node_frame(g)["category"].to_list() == ["ep.combine"]
+    assert g.nodes()["category"].to_list() == ["ep.combine"]
     assert edges(g) == set()
 
 
@@ -323,3 +318,15 @@ def test_contradicted_edge_is_dropped_and_counted(case):
     assert case not in {e[0] for e in edges(g)}
     assert g.dropped == {case: 1}
     assert case not in g.edge_counts or g.edge_counts[case] == 0
+
+
+def test_collective_barriers_are_numbered_the_same_on_every_build():
+    # a join's row order is not fixed: the barriers (and so which of two arrivals at one
+    # instant a path follows) must not depend on it
+    builds = [_two_ranks() for _ in range(30)]
+    first = builds[0]
+    for g in builds[1:]:
+        assert (g.t == first.t).all() and (g.src == first.src).all() and (g.w == first.w).all()
+    # in instance order: the first instance's barrier first
+    barriers = first.nodes().filter(pl.col("kind") == "barrier")
+    assert barriers["start"].to_list() == [300, 700]
