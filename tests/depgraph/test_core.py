@@ -7,7 +7,6 @@ transfer are known by construction."""
 
 from __future__ import annotations
 
-import inspect
 from collections import Counter
 from dataclasses import dataclass
 
@@ -113,24 +112,10 @@ def solved(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def walk(g: Graph, bind: np.ndarray, end: int, stop: int, follow: bool = True
          ) -> list[tuple[int, int, int, int]]:  # fmt: skip
-    """core.walk's segments (category, ns, at event, peer event) of the path from ``end``.
-    Accepts both forms of the walk: one path with per-edge categories, or many paths with
-    per-node categories and per-kind delay categories."""
-    params = inspect.signature(core.walk.py_func).parameters
-    if "ends" in params:
-        _, cats, ns, at, peer = core.walk(
-            np.array([end], np.int64), np.array([stop], np.int64), g.t, g.src, g.w, g.kind,
-            bind, g.node_cat, g.delay_of_kind, g.wait_of, ROOT_CAT, COLLECTIVE, follow)
-    else:
-        dst = np.repeat(np.arange(g.n), np.diff(g.indptr))
-        weight_cat = g.node_cat[dst // 2]
-        dk = g.delay_of_kind[g.kind]
-        delay_cat = np.where(dk < 0, weight_cat, dk)
-        barrier_in = (g.kind == COLLECTIVE) & (dst % 2 == 1)
-        wait_edge = np.where(barrier_in, dst - 1, -1)
-        wait_cat = np.where(barrier_in, g.wait_of[weight_cat], -1)
-        cats, ns, at, peer = core.walk(end, stop, g.t, g.src, g.w, bind, weight_cat, delay_cat,
-                                       wait_edge, wait_cat, ROOT_CAT, follow)  # fmt: skip
+    """core.walk's segments (category, ns, at event, peer event) of the path from ``end``."""
+    _, cats, ns, at, peer = core.walk(
+        np.array([end], np.int64), np.array([stop], np.int64), g.t, g.src, g.w, g.kind, bind,
+        g.node_cat, g.delay_of_kind, g.wait_of, ROOT_CAT, COLLECTIVE, follow)  # fmt: skip
     return list(zip(cats.tolist(), ns.tolist(), at.tolist(), peer.tolist(), strict=True))
 
 
@@ -396,6 +381,20 @@ def test_replay_moves_the_waiter_with_the_last_arrival():
     out = core.replay(order, g.indptr, g.src, w, g.t, bind, delay)
     # B arrives at 150: the barrier moves to 150 (A arrived at 100), both end at 350
     assert out[[3, 7, 8]].tolist() == [350, 350, 150]
+
+
+def test_walk_of_several_paths_at_once_is_each_path_alone():
+    g = two_ranks()
+    _, bind, _ = solved(g)
+    ends, stops = np.array([3, 7, 3], np.int64), np.array([0, 0, 150], np.int64)
+    path, cats, ns, at, peer = core.walk(ends, stops, g.t, g.src, g.w, g.kind, bind, g.node_cat,
+                                         g.delay_of_kind, g.wait_of, ROOT_CAT, COLLECTIVE, False)
+    for i in range(3):
+        alone = walk(g, bind, int(ends[i]), int(stops[i]), follow=False)
+        mine = path == i
+        got = list(zip(cats[mine].tolist(), ns[mine].tolist(), at[mine].tolist(),
+                       peer[mine].tolist(), strict=True))  # fmt: skip
+        assert got == alone
 
 
 # --- a cycle (zero-weight edges at one instant, as zero-length rows can make) ---------------
