@@ -21,6 +21,12 @@ export records:
   end of the last op on another stream of its GPU, though its launch and its stream predecessor
   allowed it earlier, is taken to have waited for it; counted apart, so a reader sees how much
   of the graph rests on it;
+* ``host_wait``: a CUDA call after its thread was silent for :data:`HOST_WAIT_MIN_NS`, that
+  started within :data:`HOST_WAKE_NS` of the end of another thread's call or a GPU op of its
+  process that ended in that silence, is taken to have waited for it — a thread handoff (the
+  main thread blocked in ``backward()`` while the autograd thread launches) or a spin on
+  host-mapped memory (DeepEP's and HybridEP's CPU wait for the received-token count), neither
+  of which the export records; inferred, counted apart;
 * ``collective``: the k-th matched instance of a collective
   (:func:`nsysmoe.measure.collectives.match`) — every rank's start → a *barrier* node at the
   last arrival → every rank's end, weighted by that rank's transfer.
@@ -43,12 +49,17 @@ from nsysmoe.depgraph import core
 from nsysmoe.model import channel_order_key
 
 #: edge kinds, in the order a tie between predecessors is settled (the first wins)
-EDGE_KINDS = ("duration", "collective", "stream", "event", "inferred", "sync", "launch", "host")
+EDGE_KINDS = ("duration", "collective", "stream", "event", "inferred", "sync", "launch", "host",
+              "host_wait")
 KIND = {k: i for i, k in enumerate(EDGE_KINDS)}
 #: an op that started at most this long after an op on another stream of its GPU ended (the
 #: GPU's own wait latency), when every recorded predecessor allowed it earlier, waited for it
 #: (only in processes whose cross-stream waits the export cannot tie to their events)
-INFER_GAP_NS = 10_000
+INFER_GAP_NS = 20_000
+#: a CUDA call after its thread was silent this long, starting at most HOST_WAKE_NS after
+#: another thread's call or a GPU op of its process ended in that silence, waited for it
+HOST_WAIT_MIN_NS = 1_000_000
+HOST_WAKE_NS = 200_000
 #: categories every graph has, before the communication channels' own
 BASE_CATEGORIES = ("gemm", "attention", "compute.other", "memcpy", "memset", "host", "sync",
                    "idle", "unexplained")  # fmt: skip
@@ -57,7 +68,7 @@ BASE_CATEGORIES = ("gemm", "attention", "compute.other", "memcpy", "memset", "ho
 #: predecessor, the host; after a sync release, the return from the sync
 DELAY_OF_KIND = {"duration": None, "collective": "unexplained", "stream": "unexplained",
                  "event": "unexplained", "inferred": "unexplained", "sync": "sync",
-                 "launch": "host", "host": "host"}  # fmt: skip
+                 "launch": "host", "host": "host", "host_wait": "host"}  # fmt: skip
 #: API kinds that hold the host until the GPU is done
 SYNC_APIS = ("stream_sync", "event_sync", "device_sync")
 NODE_KINDS = ("kernel", "memcpy", "memset", "api", "barrier")
@@ -213,8 +224,9 @@ def _launch_rows(ops: _Ops, api: pl.DataFrame) -> np.ndarray:
     return np.where(k[at] == op_key, order[at], -1)
 
 
-def _host_edges(api: pl.DataFrame, base: int, edges: _Edges) -> None:
-    """Thread order (module docstring: ``host``); ``base``: the first API node."""
+def _host_edges(api: pl.DataFrame, base: int, edges: _Edges, ops: _Ops) -> None:
+    """Thread order (module docstring: ``host``), and the waits a thread's silence ends
+    (``host_wait``); ``base``: the first API node."""
     tid, start, end = _int(api["tid"]), _int(api["start"]), _int(api["end"])
     o = pl.DataFrame({"tid": tid, "start": start, "end": end}).with_row_index().sort(
         ["tid", "start", "end"], descending=[False, False, True])["index"].to_numpy().astype(
@@ -224,6 +236,35 @@ def _host_edges(api: pl.DataFrame, base: int, edges: _Edges) -> None:
     edges.add(2 * a[~nested] + 1, 2 * b[~nested], "host")
     edges.add(2 * a[nested], 2 * b[nested], "host")
     edges.add(2 * b[nested] + 1, 2 * a[nested] + 1, "host")
+    a, b = a[~nested] - base, b[~nested] - base
+    quiet = start[b] - end[a] >= HOST_WAIT_MIN_NS
+    if quiet.any():
+        _host_waits(_int(api["pid"]), end, ops, a[quiet], b[quiet], start, base, edges)
+
+
+def _host_waits(pid: np.ndarray, end: np.ndarray, ops: _Ops, before: np.ndarray,
+                calls: np.ndarray, start: np.ndarray, base: int, edges: _Edges) -> None:
+    """``host_wait`` edges (module docstring) into ``calls`` (rows), each after a silence
+    since row ``before`` on its thread: the latest call end or GPU op end of its process at or
+    before its start, when that ended in the silence and at most HOST_WAKE_NS before it."""
+    n_ops = ops.end.size
+    # every end in the process: calls as nodes base+row, ops as their node
+    who = np.concatenate([np.arange(end.size) + base, np.arange(n_ops)])
+    when = np.concatenate([end, ops.end])
+    proc = np.concatenate([pid, ops.pid])
+    order = np.lexsort((when, proc))
+    proc, when, who = proc[order], when[order], who[order]
+    key_pid = pid[calls]
+    lo = np.searchsorted(proc, key_pid, side="left")
+    at = np.empty(calls.size, np.int64)
+    for p in np.unique(key_pid):  # per process (a handful)
+        mine = key_pid == p
+        a, b = np.searchsorted(proc, p, side="left"), np.searchsorted(proc, p, side="right")
+        at[mine] = a + np.searchsorted(when[a:b], start[calls[mine]], side="right") - 1
+    ok = at >= lo
+    at = np.maximum(at, 0)
+    ok &= (when[at] > end[before]) & (start[calls] - when[at] <= HOST_WAKE_NS)
+    edges.add(2 * who[at[ok]] + 1, 2 * (calls[ok] + base), "host_wait")
 
 
 def _release_edges(ops: _Ops, call: np.ndarray, api: pl.DataFrame, base: int,
@@ -389,7 +430,7 @@ def build_graph(kernels: pl.DataFrame, memops: pl.DataFrame, runtime: pl.DataFra
     call = _launch_rows(ops, runtime)
     has = np.nonzero(call >= 0)[0]
     edges.add(2 * (call[has] + base), 2 * has, "launch")
-    _host_edges(runtime, base, edges)
+    _host_edges(runtime, base, edges, ops)
     held = _release_edges(ops, call, runtime, base, syncs, edges)
     unmatched, untied = _event_edges(ops, call, runtime, syncs, records, edges)
     a_start = _int(runtime["start"])

@@ -47,6 +47,7 @@ KNOBS = {
     "ep.dispatch": "EP overlap / a faster dispatcher (dispatch)",
     "ep.combine": "EP overlap / a faster dispatcher (combine)",
     "ep.sync": "EP overlap (dispatcher syncs)",
+    "ep.*": "EP overlap / a faster dispatcher (every EP channel)",
     "comm": "perfect overlap of all communication",
     "host": "CUDA graphs: no host launch overhead",
     "gemm": "faster GEMMs",
@@ -147,11 +148,12 @@ def _own_edges(g: DepGraph, nodes: np.ndarray) -> np.ndarray:
     return np.concatenate([dur, coll])
 
 
-def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | None
-           ) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | None,
+           since: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     """The weights and delays of a scenario (None: it names nothing in this trace): the
     targets' own time (duration edges, a collective's transfer) and, for ``host``, the delays
-    a launch or a host predecessor bound, times the factor."""
+    a launch or a host predecessor bound, times the factor; with ``since``, only of what
+    starts at or after it."""
     g = s.g
     if sc.target == STRAGGLER:
         if straggler is None:
@@ -160,9 +162,12 @@ def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | N
         w[straggler[0]] = straggler[1]
         return w, s.delay
     codes = np.array([g.code("host")]) if sc.target == "host" else _targets(g, sc.target)
-    nodes = np.nonzero(np.isin(g.node_cat, codes))[0]
-    if nodes.size == 0:
+    hit_node = np.isin(g.node_cat, codes)
+    if not hit_node.any():
         return None
+    if since is not None:
+        hit_node &= g.t[0::2] >= since
+    nodes = np.nonzero(hit_node)[0]
     hit = _own_edges(g, nodes)
     w = g.w.copy()
     w[hit] = np.rint(w[hit] * sc.factor).astype(np.int64)
@@ -172,6 +177,8 @@ def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | N
         bound = s.bind >= 0
         dhit = np.zeros(bound.size, bool)
         dhit[bound] = hit_kind[g.kind[s.bind[bound]]]
+        if since is not None:
+            dhit &= g.t >= since
         delay = delay.copy()
         delay[dhit] = np.rint(delay[dhit] * sc.factor).astype(np.int64)
     return w, delay
@@ -328,7 +335,7 @@ def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], source: Classifi
         composition=dict(sorted(composition.items(), key=lambda kv: (-kv[1], kv[0]))),
         top=_top(g, c, ns, at, source, codes),
         per_rank=per_rank,
-        what_if=_what_if(s, b, tail, job, asked, codes),
+        what_if=_what_if(s, b, tail, asked, codes),
         edges=dict(g.edge_counts),
         dropped=dict(g.dropped),
         unmatched_waits=g.unmatched_waits,
@@ -365,31 +372,53 @@ def _per_rank(s: Solved, b: pl.DataFrame, tail: np.ndarray) -> pl.DataFrame:
             .select(list(PATH_SCHEMA)).cast(PATH_SCHEMA).sort("pid", "step", "category", "peer"))
 
 
-def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, job: np.ndarray,
-             asked: list[Scenario], names: np.ndarray) -> tuple[WhatIf, ...]:  # fmt: skip
-    """The default scenarios (each channel and all of them taking no time, no host time, the
-    straggler at the others' speed) and the user's, replayed; best gain first."""
+def _window_total(times: np.ndarray, b: pl.DataFrame, tail: np.ndarray,
+                  start: np.ndarray) -> int:
+    """The window's length on ``times``: per process from its first iteration's measured
+    start to its last iteration's end (``times``), the longest."""
+    last = b.with_columns(pl.Series("tail", tail)).sort("end_ns").group_by(
+        "pid", maintain_order=True).last()  # fmt: skip
+    first = b.sort("start_ns").group_by("pid", maintain_order=True).first()
+    ends = dict(zip(last["pid"].to_list(), (times[last["b1"].to_numpy()]
+                                            + last["tail"].to_numpy()).tolist(), strict=True))
+    starts = dict(zip(first["pid"].to_list(), start[first["b0"].to_numpy()].tolist(),
+                      strict=True))  # fmt: skip
+    return max(ends[p] - starts[p] for p in ends)
+
+
+def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, asked: list[Scenario],
+             names: np.ndarray) -> tuple[WhatIf, ...]:  # fmt: skip
+    """The default scenarios (each channel, the EP channels, and all channels taking no
+    time; no host time; the straggler at the others' speed) and the user's, replayed over the
+    window: a scenario changes only what starts in the window, so the window starts where it
+    did, and the predicted step is the window's replayed length over its iterations (a
+    replay moves iteration boundaries; one iteration alone would mix that shift in); best gain
+    first."""
     g = s.g
     channels = [c.removesuffix(".transfer") for c in g.categories if c.endswith(".transfer")]
-    defaults = [Scenario(f"{c}*0", c, 0.0) for c in channels if _targets(g, c).size]
     present = set(np.unique(g.node_cat).tolist())
-    defaults = [d for d in defaults if present & set(_targets(g, d.target).tolist())]
-    if len(defaults) > 1:
+    chans = [c for c in channels if present & set(_targets(g, c).tolist())]
+    defaults = [Scenario(f"{c}*0", c, 0.0) for c in chans]
+    if sum(c.startswith("ep.") for c in chans) > 1:
+        defaults.append(Scenario("ep.**0", "ep.*", 0.0))
+    if len(chans) > 1:
         defaults.append(Scenario("comm*0", "comm", 0.0))
     defaults.append(Scenario("host*0", "host", 0.0))
     straggler = _straggler(g, b, names) if b["pid"].n_unique() > 1 else None
     if straggler is not None:
         defaults.append(Scenario(STRAGGLER, STRAGGLER, 1.0))
-    measured = float(np.median(job))
+    n = b["step"].n_unique()
+    since = int(b["start_ns"].min())
+    measured = _window_total(g.t, b, tail, g.t) / n
     seen, out = set(), []
     for sc in [*defaults, *asked]:
         if sc.text in seen:
             continue
         seen.add(sc.text)
-        change = scaled(s, sc, straggler)
+        change = scaled(s, sc, straggler, since)
         if change is None:
             continue
-        predicted = float(np.median(_job_steps(replay_times(s, *change), b, tail)))
+        predicted = _window_total(replay_times(s, *change), b, tail, g.t) / n
         out.append(WhatIf(sc.text, sc.knob, predicted, measured, measured - predicted,
                           sc.bound))  # fmt: skip
     return tuple(sorted(out, key=lambda w: (-w.gain_ns, w.scenario)))
