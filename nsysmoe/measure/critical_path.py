@@ -153,7 +153,7 @@ def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | N
     """The weights and delays of a scenario (None: it names nothing in this trace): the
     targets' own time (duration edges, a collective's transfer) and, for ``host``, the delays
     a launch or a host predecessor bound, times the factor; with ``since``, only of what
-    starts at or after it."""
+    starts at or after it (of a delay, its part after it)."""
     g = s.g
     if sc.target == STRAGGLER:
         if straggler is None:
@@ -178,9 +178,11 @@ def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | N
         dhit = np.zeros(bound.size, bool)
         dhit[bound] = hit_kind[g.kind[s.bind[bound]]]
         if since is not None:
-            dhit &= g.t >= since
+            dhit &= g.t > since
         delay = delay.copy()
-        delay[dhit] = np.rint(delay[dhit] * sc.factor).astype(np.int64)
+        # only a delay's part in the window changes (one ending at its first op can lie before)
+        part = delay[dhit] if since is None else np.minimum(delay[dhit], g.t[dhit] - since)
+        delay[dhit] += np.rint(part * sc.factor).astype(np.int64) - part
     return w, delay
 
 
