@@ -29,7 +29,9 @@ from nsysmoe.model import (
 )
 from nsysmoe.results import CriticalPath
 from tests.conftest import TRACES, require_shared
+from tests.fixtures.generate import write_export
 from tests.fixtures.kernels import K
+from tests.fixtures.ranks import straggler_scenario
 from tests.test_hostile_cli import one_error, run_cli
 
 #: a replay that only takes time away may move iteration boundaries, never lengthen the window
@@ -105,6 +107,25 @@ def test_shared_traces_listed() -> None:
     rels = shared_traces()
     assert len([r for r in rels if r.startswith("nsys/")]) >= 14
     assert len([r for r in rels if r.startswith("kineto/")]) >= 12
+
+
+@pytest.fixture(scope="module")
+def straggler_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture writer's 4-rank straggler run as one export (a process per rank)."""
+    specs, _ = straggler_scenario(n_ranks=4, steps=5, layout="multi")
+    path = tmp_path_factory.mktemp("straggler") / "multi.sqlite"
+    write_export(path, specs[0], ddl="3.13.2")
+    return path
+
+
+def test_multi_rank_export_replay_and_path_length(straggler_export: Path) -> None:
+    cp = path_of(straggler_export)
+    assert cp is not None
+    check_replay_and_length(cp)
+    check_no_longer(cp)
+    # every member of a matched instance: an edge into its barrier and one out of it
+    assert cp.edges["collective"] > 0 and cp.edges["collective"] % 2 == 0
+    assert cp.per_rank["pid"].n_unique() == 4
 
 
 # --- scenarios -------------------------------------------------------------------------------
