@@ -247,7 +247,9 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
                 scope: Scope) -> TraceAnalysis:  # fmt: skip
     """The full measure: every table of :func:`_summarize`, then the detail stage
     (:func:`_with_detail`). The side thread's jobs are submitted first, so it starts while
-    this one measures the GPUs."""
+    this one measures the GPUs. The critical path comes last, once the other tables' working
+    memory is gone: its graph then adds nothing to the analysis' peak (run beside them, it
+    added a quarter to it on the bench export)."""
     trace, kernels, window = source.trace, source.kernels, choice.window
     _check_window(source, window)
     kept = list(choice.kept)
@@ -291,20 +293,22 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
     core = _summarize(source, steps, choice, kept, tables, in_window, seen)
-    collectives = collectives_job.result()
-    path = _critical_path(source, windows, kept, collectives[0], len(gpus), scope.what_if)
-    return replace(_with_detail(core, judged, idle_gaps, phases_job.result(), collectives),
-                   critical_path=path)  # fmt: skip
+    detail = _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
+    del judged, idle_gaps, channels
+    path = _critical_path(source, windows, kept, in_window, scope.what_if)
+    return replace(detail, critical_path=path)
 
 
 def _critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
-                   arrived: pl.DataFrame, n_gpus: int, asked: tuple[str, ...]
-                   ) -> CriticalPath | None:  # fmt: skip
+                   in_window: pl.DataFrame, asked: tuple[str, ...]) -> CriticalPath | None:
     """The critical path and what-if replays over the kept iterations (none without them),
-    with the collectives matched across the trace's GPUs as cross-rank edges."""
+    with the collectives matched across the trace's GPUs as cross-rank edges (``in_window``:
+    :func:`_window_kernels`' communication kernels)."""
     if windows.is_empty():
         return None
     matched = None
+    arrived = arrivals(in_window, windows)
+    n_gpus = source.kernels.select("pid", "device").n_unique()
     if n_gpus > 1 and not arrived.is_empty():
         matched, _ = match(with_rank(arrived, Path(source.trace.path).name), n_ranks=n_gpus)
     return critical_path(source, windows, kept, matched, asked)

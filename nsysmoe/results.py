@@ -995,6 +995,14 @@ class CriticalPath:
     unmatched_waits: int
     #: median over iterations of |replay - measured| / measured, in % (0: reproduced exactly)
     replay_error_pct: float
+    #: the window's iterations; more than ``len(iterations)`` where the window held more GPU
+    #: ops than the graph's budget and the path was walked over its middle iterations
+    window_iterations: int = 0
+
+    @property
+    def sampled(self) -> bool:
+        """Walked over part of the window's iterations (:attr:`window_iterations`)."""
+        return self.window_iterations > len(self.iterations)
 
     @property
     def step_ns(self) -> int:
@@ -1045,5 +1053,6 @@ class CriticalPath:
             "top": self.top.to_dicts(),
             "edges": dict(self.edges),
             "dropped_edges": dict(self.dropped),
+            "window_iterations": self.window_iterations,
             "unmatched_waits": self.unmatched_waits,
         }

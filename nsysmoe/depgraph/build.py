@@ -228,9 +228,7 @@ def _host_edges(api: pl.DataFrame, base: int, edges: _Edges, ops: _Ops) -> None:
     """Thread order (module docstring: ``host``), and the waits a thread's silence ends
     (``host_wait``); ``base``: the first API node."""
     tid, start, end = _int(api["tid"]), _int(api["start"]), _int(api["end"])
-    o = pl.DataFrame({"tid": tid, "start": start, "end": end}).with_row_index().sort(
-        ["tid", "start", "end"], descending=[False, False, True])["index"].to_numpy().astype(
-        np.int64)  # fmt: skip
+    o = _thread_order(tid, start, end)
     a, b, nested = core.thread_pairs(o, tid, start, end)
     a, b = a + base, b + base
     edges.add(2 * a[~nested] + 1, 2 * b[~nested], "host")
@@ -242,18 +240,36 @@ def _host_edges(api: pl.DataFrame, base: int, edges: _Edges, ops: _Ops) -> None:
         _host_waits(_int(api["pid"]), end, ops, a[quiet], b[quiet], start, base, edges)
 
 
+def _thread_order(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Calls by (thread, start, longest first): a stable sort by thread where the rows are in
+    start order with distinct starts per thread (as exports write them), else a full sort."""
+    if start.size < 2 or (np.all(start[1:] > start[:-1])):
+        return np.argsort(tid, kind="stable").astype(np.int64)
+    return pl.DataFrame({"tid": tid, "start": start, "end": end}).with_row_index().sort(
+        ["tid", "start", "end"], descending=[False, False, True])["index"].to_numpy().astype(
+        np.int64)  # fmt: skip
+
+
 def _host_waits(pid: np.ndarray, end: np.ndarray, ops: _Ops, before: np.ndarray,
                 calls: np.ndarray, start: np.ndarray, base: int, edges: _Edges) -> None:
     """``host_wait`` edges (module docstring) into ``calls`` (rows), each after a silence
     since row ``before`` on its thread: the latest call end or GPU op end of its process at or
     before its start, when that ended in the silence and at most HOST_WAKE_NS before it."""
     n_ops = ops.end.size
-    # every end in the process: calls as nodes base+row, ops as their node
+    # every end in the process (calls as nodes base+row, ops as their node) that ended at
+    # most HOST_WAKE_NS before one of the calls' starts: the candidates, few
     who = np.concatenate([np.arange(end.size) + base, np.arange(n_ops)])
     when = np.concatenate([end, ops.end])
+    began = np.concatenate([start, ops.start])
     proc = np.concatenate([pid, ops.pid])
+    starts = np.sort(start[calls])
+    nxt = np.minimum(np.searchsorted(starts, when, side="left"), starts.size - 1)
+    near = (starts[nxt] >= when) & (starts[nxt] - when <= HOST_WAKE_NS)
+    who, when, proc, began = who[near], when[near], proc[near], began[near]
+    if when.size == 0:
+        return
     order = np.lexsort((when, proc))
-    proc, when, who = proc[order], when[order], who[order]
+    proc, when, who, began = proc[order], when[order], who[order], began[order]
     key_pid = pid[calls]
     lo = np.searchsorted(proc, key_pid, side="left")
     at = np.empty(calls.size, np.int64)
@@ -263,7 +279,8 @@ def _host_waits(pid: np.ndarray, end: np.ndarray, ops: _Ops, before: np.ndarray,
         at[mine] = a + np.searchsorted(when[a:b], start[calls[mine]], side="right") - 1
     ok = at >= lo
     at = np.maximum(at, 0)
-    ok &= (when[at] > end[before]) & (start[calls] - when[at] <= HOST_WAKE_NS)
+    ok &= ((when[at] > end[before]) & (start[calls] - when[at] <= HOST_WAKE_NS)
+           & (began[at] < start[calls]))  # fmt: skip
     edges.add(2 * who[at[ok]] + 1, 2 * (calls[ok] + base), "host_wait")
 
 
@@ -287,8 +304,11 @@ def _release_edges(ops: _Ops, call: np.ndarray, api: pl.DataFrame, base: int,
                           "api": kinds.gather(rows)}).join(
         syncs.select("pid", "corr_id", pl.col("stream").alias("sync_stream")).unique(
             ["pid", "corr_id"], keep="first"), on=["pid", "corr_id"], how="left")  # fmt: skip
+    # an op is enqueued when its launch starts (without a launch: when it starts); a sync
+    # waits only for work enqueued before it
+    enq = np.where(has, a_start[np.maximum(call, 0)], ops.start)
     ends = pl.DataFrame({"op": np.arange(ops.end.size), "pid": ops.pid, "stream": ops.stream,
-                         "op_end": ops.end}).sort("op_end")  # fmt: skip
+                         "op_end": ops.end, "enq": enq}).sort("op_end")  # fmt: skip
     on_stream = calls.filter((pl.col("api") == "stream_sync") & pl.col("sync_stream").is_not_null())
     anywhere = calls.join(on_stream.select("row"), on="row", how="anti")
     found = []
@@ -301,7 +321,8 @@ def _release_edges(ops: _Ops, call: np.ndarray, api: pl.DataFrame, base: int,
             ends.drop("stream"), left_on="end", right_on="op_end", by="pid",
             strategy="backward", check_sortedness=False))  # fmt: skip
     for f in found:
-        f = f.filter(pl.col("op").is_not_null() & (pl.col("op_end") >= pl.col("start")))
+        f = f.filter(pl.col("op").is_not_null() & (pl.col("op_end") >= pl.col("start"))
+                     & (pl.col("enq") < pl.col("start")))
         node = f["row"].to_numpy() + base
         edges.add(2 * f["op"].to_numpy() + 1, 2 * node + 1, "sync")
         held.append(node)
@@ -384,6 +405,7 @@ def _inferred_edges(ops: _Ops, call: np.ndarray, a_start: np.ndarray, pids: np.n
         at = np.searchsorted(ops.end[by_end], ops.start[by_start], side="right") - 1
         u = by_end[np.maximum(at, 0)]
         keep = ((at >= 0) & (ops.stream[u] != ops.stream[by_start])
+                & (ops.start[u] < ops.start[by_start])
                 & (ops.start[by_start] - ops.end[u] <= INFER_GAP_NS)
                 & (prev_end < ops.end[u]) & (launch[by_start] < ops.end[u]))  # fmt: skip
         edges.add(2 * u[keep] + 1, 2 * by_start[keep], "inferred")
@@ -480,9 +502,8 @@ def _collective_edges(kernels: pl.DataFrame, matched: pl.DataFrame, first: int,
     Returns (members, their transfer, the barriers' times, (barrier categories, member
     categories)), or None when no matched row is a kernel of this graph."""
     key = ["pid", "device", "start", "end", "name"]
-    k = kernels.select(key).with_row_index("node").filter(
-        pl.struct(key).is_in(matched.select(pl.struct(key)).to_series().implode()))
-    k = k.unique(key, keep="first")
+    k = kernels.select(*key, "class").with_row_index("node").filter(
+        pl.col("class") == "comm").drop("class").unique(key, keep="first")
     # in instance order, then the members' (a join's row order is not): barriers are numbered
     # and a tie between arrivals settled the same way on every run
     rows = matched.select(*key, "step", "channel", "k", "last").join(

@@ -20,8 +20,9 @@ NO_EDGE = -1
 
 @njit(cache=True, nogil=True)
 def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Kahn's order of the events (predecessors first). Events left in a cycle (only possible
-    among zero-weight edges at one instant, in inconsistent data) follow in time order."""
+    """Kahn's order of the events (predecessors first). Where a cycle stops it (only possible
+    among zero-weight edges at one instant, in inconsistent data), its earliest held event is
+    released and the order goes on from there."""
     n = indptr.size - 1
     m = src.size
     indeg = np.empty(n, np.int32)
@@ -46,24 +47,31 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
         if indeg[v] == 0:
             order[tail] = v
             tail += 1
-    while head < tail:
-        u = order[head]
-        head += 1
-        for k in range(out_start[u], out_start[u + 1]):
-            v = succ[k]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                order[tail] = v
-                tail += 1
-    if tail < n:  # a cycle: the rest by time
-        rest = np.empty(n - tail, np.int64)
-        r = 0
-        for v in range(n):
-            if indeg[v] > 0:
-                rest[r] = v
-                r += 1
-        rest = rest[np.argsort(t[rest], kind="mergesort")]
-        order[tail:] = rest
+    forced = np.empty(0, np.int64)
+    f = 0
+    while True:
+        while head < tail:
+            u = order[head]
+            head += 1
+            for k in range(out_start[u], out_start[u + 1]):
+                v = succ[k]
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    order[tail] = v
+                    tail += 1
+        if tail == n:
+            break
+        # a cycle (zero-weight edges at one instant, in inconsistent data) holds the rest:
+        # release its earliest event and go on, so only the cycle's edges are broken
+        if forced.size == 0:
+            rest = np.nonzero(indeg > 0)[0]
+            forced = rest[np.argsort(t[rest], kind="mergesort")]
+        while indeg[forced[f]] <= 0:
+            f += 1
+        v = forced[f]
+        indeg[v] = 0
+        order[tail] = v
+        tail += 1
     return order
 
 

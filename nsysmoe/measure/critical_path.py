@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -263,24 +263,78 @@ def _straggler(g: DepGraph, b: pl.DataFrame, names: np.ndarray
     return _own_edges(g, nodes[slow])[: nodes.shape[1]], median
 
 
+#: the most GPU ops the graph holds: a window with more has its path walked over the middle
+#: run of whole iterations that fits (said in the report), so the cost is bounded by this,
+#: not by the trace (the steady iterations of one run repeat one another)
+MAX_PATH_OPS = 200_000
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The tables the graph is built from (the trace's, or the part around the iterations
+    walked)."""
+
+    kernels: pl.DataFrame
+    memops: pl.DataFrame
+    runtime: pl.DataFrame
+
+
+def walked_iterations(kept: list[int], n_ops: int, budget: int | None = None) -> list[int]:
+    """The kept iterations the path is walked over: all of them while the window's ops fit
+    in ``budget`` (default :data:`MAX_PATH_OPS`), else the middle run of whole iterations
+    that does (at least one)."""
+    budget = MAX_PATH_OPS if budget is None else budget
+    if n_ops <= budget or len(kept) <= 1:
+        return list(kept)
+    n = max(1, len(kept) * budget // n_ops)
+    first = (len(kept) - n) // 2
+    return list(kept[first:first + n])
+
+
+def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) -> _Rows:
+    """The rows of the iterations ``steps`` with one iteration of context on each side (the
+    launches that ran ahead, the op that ends the last one's path)."""
+    mine = windows.filter(pl.col("step").is_in(steps))
+    lo_step, hi_step = min(steps), max(steps)
+    before = windows.filter(pl.col("step") < lo_step)
+    after = windows.filter(pl.col("step") > hi_step)
+    lo = (before["start_ns"].max() if len(before) else None) or mine["start_ns"].min()
+    hi = (after.filter(pl.col("step") == after["step"].min())["end_ns"].max() if len(after)
+          else None) or mine["end_ns"].max()  # fmt: skip
+    hi = max(hi, mine["end_ns"].max()) + 1
+    inside = (pl.col("start") >= lo) & (pl.col("start") < hi)
+    trace = source.trace
+    return _Rows(source.kernels.filter(inside), trace.memops.filter(inside),
+                 trace.runtime.filter(inside))
+
+
 def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
                   matched: pl.DataFrame | None = None,
                   asked: tuple[str, ...] = ()) -> CriticalPath | None:  # fmt: skip
     """The critical path of each kept iteration and the what-if replays (module docstring);
     ``windows``: each process's iteration windows (:func:`nsysmoe.measure.steps.process_windows`);
     ``matched``: collectives matched across the trace's GPUs; ``asked``: the user's scenarios.
-    None without iterations to walk."""
+    None without iterations to walk. A window of more than :data:`MAX_PATH_OPS` GPU ops is
+    walked over the middle iterations that fit (:func:`walked_iterations`)."""
     trace = source.trace
     scenarios = [parse_scenario(a) for a in asked]
     windows = windows.filter(pl.col("step").is_in(kept))
     if windows.is_empty() or source.kernels.is_empty():
         return None
-    g = build_graph(source.kernels, trace.memops, trace.runtime, trace.syncs,
+    lo, hi = windows["start_ns"].min(), windows["end_ns"].max()
+    n_ops = source.kernels.filter((pl.col("start") >= lo) & (pl.col("start") < hi)).height
+    walked = walked_iterations(sorted(kept), n_ops)
+    if len(walked) < len(kept):
+        rows = _around(source, windows, walked)
+        windows = windows.filter(pl.col("step").is_in(walked))
+    else:
+        rows = _Rows(source.kernels, trace.memops, trace.runtime)
+    g = build_graph(rows.kernels, rows.memops, rows.runtime, trace.syncs,
                     trace.event_records, matched)  # fmt: skip
     b = _boundaries(g, windows)
     if b.is_empty():
         return None
-    return _measure(solve(g), b, scenarios, source)
+    return replace(_measure(solve(g), b, scenarios, rows), window_iterations=len(kept))
 
 
 def _step_ids(b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +352,7 @@ def _job_steps(times: np.ndarray, b: pl.DataFrame, tail: np.ndarray) -> np.ndarr
     return out
 
 
-def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], source: ClassifiedTrace
+def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], rows: _Rows
              ) -> CriticalPath:  # fmt: skip
     g = s.g
     cats = g.categories
@@ -309,7 +363,7 @@ def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], source: Classifi
     tail = np.where(b1 % 2 == 1, np.maximum(end_ns - g.t[b1], 0), 0)
     measured = end_ns - start_ns
     per_rank = _per_rank(s, b, tail)
-    codes = source.kernels["short_name"].cast(pl.Categorical).to_physical().to_numpy()
+    codes = rows.kernels["short_name"].cast(pl.Categorical).to_physical().to_numpy()
     # the job's path of a step: that of its slowest process, through cross-rank edges
     steps, idx = _step_ids(b)
     slow = np.full(steps.size, -1, np.int64)
@@ -335,7 +389,7 @@ def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], source: Classifi
     return CriticalPath(
         iterations=iterations,
         composition=dict(sorted(composition.items(), key=lambda kv: (-kv[1], kv[0]))),
-        top=_top(g, c, ns, at, source, codes),
+        top=_top(g, c, ns, at, rows, codes),
         per_rank=per_rank,
         what_if=_what_if(s, b, tail, asked, codes),
         edges=dict(g.edge_counts),
@@ -426,7 +480,7 @@ def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, asked: list[Scenario]
     return tuple(sorted(out, key=lambda w: (-w.gain_ns, w.scenario)))
 
 
-def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, source: ClassifiedTrace,
+def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, rows: _Rows,
          codes: np.ndarray) -> pl.DataFrame:  # fmt: skip
     """The path's largest parts over the window: per (category, op name, pid); ``codes``: a
     code per kernel row, one per short name."""
@@ -446,7 +500,7 @@ def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, source: Cla
     top = (df.group_by("cat", "kind", "name", "pid")
            .agg(pl.col("ns").sum(), pl.len().cast(pl.Int64).alias("count"), pl.col("row").first())
            .sort(["ns", "cat", "name", "pid"], descending=[True, False, False, False]).head(TOP))
-    kn, mn = source.kernels["short_name"], source.trace.memops["name"]
+    kn, mn = rows.kernels["short_name"], rows.memops["name"]
     labels = []
     for kd, r in zip(top["kind"].to_list(), top["row"].to_list(), strict=True):
         if kd == 0:
