@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from nsysmoe._version import __version__
 
 _API = ("accept", "analyze", "analyze_many", "compare", "compare_many", "compat",
-        "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "read_log",
-        "render")  # fmt: skip
+        "dependency_graph", "example_paths", "figure_svgs", "figures", "kernel_summary", "load",
+        "plot", "read_log", "render")  # fmt: skip
 _MODEL = ("STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window")
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         compare,
         compare_many,
         compat,
+        dependency_graph,
         example_paths,
         figure_svgs,
         figures,
@@ -55,6 +56,7 @@ def __dir__() -> list[str]:
 
 __all__ = [  # the API first, then the model types
     "__version__", "accept", "analyze", "analyze_many", "compare", "compare_many", "compat",
+    "dependency_graph",
     "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "read_log",
     "render",
     "STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window",

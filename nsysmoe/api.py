@@ -25,6 +25,7 @@ from nsysmoe.ab.evidence import with_acceptance
 from nsysmoe.ab.ranks import compare_runs
 from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.classify import RuleSet, default_rules
+from nsysmoe.depgraph.build import DepGraph
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io import cache, load_trace
 from nsysmoe.io import logs as logs_io
@@ -125,6 +126,18 @@ def analyze(
         return compute()
     name = result_cache.key("analyze", [trace], _rules_key(rules), repr(scope))
     return _through(Path(cache_dir), name, compute)
+
+
+def dependency_graph(trace: TraceLike, *, rules: RuleSet | None = None,
+                     cache_dir: str | Path | None = None) -> DepGraph:
+    """A trace's dependency graph (:mod:`nsysmoe.depgraph`, docs/critical-path.md), for a
+    notebook's own questions: ``.nodes()`` (every GPU op and CUDA call: kind, pid, start,
+    end, category, its row in its table) and ``.edges()`` (between events: node n's start is
+    event 2n, its end 2n+1; kind and weight) as polars frames; ``.edge_counts``,
+    ``.dropped``, ``.unmatched_waits``. The whole trace, without the op budget an analysis'
+    critical path keeps to."""
+    source, steps = pipeline.prepare_with_steps(_trace(trace, cache_dir), rules)
+    return pipeline.dependency_graph(source, steps)
 
 
 def _rules_key(rules: RuleSet | None) -> str:
@@ -471,6 +484,7 @@ _show_in_jupyter()
 
 
 __all__ = [
-    "Executor", "analyze", "analyze_many", "compare", "compare_many", "compat", "example_paths",
+    "Executor", "analyze", "analyze_many", "compare", "compare_many", "compat",
+    "dependency_graph", "example_paths",
     "figure_jobs", "figure_svgs", "figures", "kernel_summary", "load", "plot", "render",
 ]  # fmt: skip

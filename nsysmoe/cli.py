@@ -45,6 +45,7 @@ def cli() -> None:
 @click.option("--phase", help="Regex naming more NVTX ranges to measure as step phases.")
 @click.option("--what-if", "what_if", multiple=True, metavar="SCENARIO", callback=ct.what_if,
               help=ct.WHAT_IF_HELP)  # fmt: skip
+@click.option("--no-critical-path", "no_path", is_flag=True, help=ct.NO_PATH_HELP)
 @click.option("--all-nvtx", is_flag=True, help="A/B: every NVTX row [the 5 largest CPU changes].")
 @click.option("--wide", is_flag=True, help="Full kernel names [shortened, kept distinct].")
 @click.option("--align", type=click.Choice(["collectives"]),

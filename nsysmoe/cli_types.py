@@ -246,6 +246,7 @@ rules_options = _all(_RULES)  # --rules, --rules-replace (analyze, kernels)
 log_options = _all(_LOGS)  # --log-window, --equivalent, --loss-tolerance (analyze, steps)
 
 
+NO_PATH_HELP = "Skip the dependency graph: no critical path, no what-if replays."
 WHAT_IF_HELP = ("Replay a change on the dependency graph: TARGET*FACTOR (ep.combine*0.5, "
                 "nccl.**0, comm*0, host*0) or straggler; repeatable.")
 

@@ -301,6 +301,9 @@ class Scope:
     #: what-if replays asked for beside the defaults (``--what-if ep.combine*0.5``):
     #: :func:`nsysmoe.measure.critical_path.parse_scenario`
     what_if: tuple[str, ...] = ()
+    #: build the dependency graph: the critical path and the what-if replays
+    #: (``--no-critical-path``: False)
+    critical_path: bool = True
 
 
 STEADY = Scope()  # the default everywhere: the steady iterations, the detected warm-up skipped

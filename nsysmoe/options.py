@@ -68,6 +68,7 @@ class Options:
     equivalent: bool = False  # the change is declared training-equivalent
     loss_tolerance: float | None = None  # with ``equivalent``: the largest relative difference
     what_if: tuple[str, ...] = ()  # ``--what-if SCENARIO``: replays beside the defaults
+    no_path: bool = False  # ``--no-critical-path``: no dependency graph
 
     @property
     def inputs(self) -> list[str | Path]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from nsysmoe.classify import RuleSet, classify_trace, default_rules
+from nsysmoe.depgraph.build import DepGraph, build_graph
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure import walls
 from nsysmoe.measure.channels import (
@@ -295,8 +296,26 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     core = _summarize(source, steps, choice, kept, tables, in_window, seen)
     detail = _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
     del judged, idle_gaps, channels
-    path = _critical_path(source, windows, kept, in_window, scope.what_if)
-    return replace(detail, critical_path=path)
+    path = (_critical_path(source, windows, kept, in_window, scope.what_if)
+            if scope.critical_path else None)
+    notes = () if path is None else path.notes
+    return replace(detail, critical_path=path, warnings=detail.warnings + notes)
+
+
+def dependency_graph(source: ClassifiedTrace, steps: Steps | None) -> DepGraph:
+    """The whole trace's dependency graph (:mod:`nsysmoe.depgraph`; no op budget), with the
+    collectives matched across its GPUs in each of its complete iterations as cross-rank
+    edges."""
+    trace = source.trace
+    matched = None
+    if steps is not None and source.kernels.select("pid", "device").n_unique() > 1:
+        kept = sorted(steps.table.filter(pl.col("complete"))["step"].unique().to_list())
+        arrived = arrivals(source.kernels, process_windows(steps, kept))
+        if not arrived.is_empty():
+            n_gpus = source.kernels.select("pid", "device").n_unique()
+            matched, _ = match(with_rank(arrived, Path(trace.path).name), n_ranks=n_gpus)
+    return build_graph(source.kernels, trace.memops, trace.runtime, trace.syncs,
+                       trace.event_records, matched)  # fmt: skip
 
 
 def _critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],

@@ -69,8 +69,11 @@ class Request:
     @property
     def scope(self) -> Scope:
         o = self.options
+        if o.no_path and o.what_if:
+            raise UsageError("--what-if replays the dependency graph that --no-critical-path "
+                             "skips: drop one of them")  # fmt: skip
         return Scope(make_window(o.window, o.skip, o.step_range, o.whole_trace), o.rank,
-                     o.step_range, o.raw_nvtx, o.phase, o.what_if)  # fmt: skip
+                     o.step_range, o.raw_nvtx, o.phase, o.what_if, not o.no_path)  # fmt: skip
 
 
 def make_window(

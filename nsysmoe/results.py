@@ -953,8 +953,10 @@ class PathIteration:
 @dataclass(frozen=True)
 class WhatIf:
     """One replayed change: ``scenario`` (``ep.combine*0.5``), the ``knob`` it stands for, the
-    predicted and measured step (medians over the window's iterations), the gain, and whether
-    the prediction is an upper bound on what the knob can buy (a part taking no time)."""
+    predicted and measured step (the window's replayed and measured length over its
+    iterations: a replay moves iteration boundaries, so one iteration alone would mix that
+    shift in), the gain, and whether the prediction is an upper bound on what the knob can buy
+    (a part taking no time)."""
 
     scenario: str
     knob: str
@@ -998,6 +1000,8 @@ class CriticalPath:
     #: the window's iterations; more than ``len(iterations)`` where the window held more GPU
     #: ops than the graph's budget and the path was walked over its middle iterations
     window_iterations: int = 0
+    #: what a reader should know (a --what-if that names nothing in the trace)
+    notes: tuple[str, ...] = ()
 
     @property
     def sampled(self) -> bool:

@@ -385,13 +385,15 @@ def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], rows: _Rows
     total = seg.sum(axis=0)
     composition = {cats[j]: int(total[j]) for j in np.nonzero(total)[0]}
     job = measured[slow]
+    what_if, notes = _what_if(s, b, tail, asked, codes)
     errors = np.abs(replayed - job) / np.maximum(job, 1)
     return CriticalPath(
         iterations=iterations,
         composition=dict(sorted(composition.items(), key=lambda kv: (-kv[1], kv[0]))),
         top=_top(g, c, ns, at, rows, codes),
         per_rank=per_rank,
-        what_if=_what_if(s, b, tail, asked, codes),
+        what_if=what_if,
+        notes=notes,
         edges=dict(g.edge_counts),
         dropped=dict(g.dropped),
         unmatched_waits=g.unmatched_waits,
@@ -443,7 +445,7 @@ def _window_total(times: np.ndarray, b: pl.DataFrame, tail: np.ndarray,
 
 
 def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, asked: list[Scenario],
-             names: np.ndarray) -> tuple[WhatIf, ...]:  # fmt: skip
+             names: np.ndarray) -> tuple[tuple[WhatIf, ...], tuple[str, ...]]:  # fmt: skip
     """The default scenarios (each channel, the EP channels, and all channels taking no
     time; no host time; the straggler at the others' speed) and the user's, replayed over the
     window: a scenario changes only what starts in the window, so the window starts where it
@@ -466,18 +468,23 @@ def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, asked: list[Scenario]
     n = b["step"].n_unique()
     since = int(b["start_ns"].min())
     measured = _window_total(g.t, b, tail, g.t) / n
-    seen, out = set(), []
+    seen, out, notes = set(), [], []
     for sc in [*defaults, *asked]:
         if sc.text in seen:
             continue
         seen.add(sc.text)
         change = scaled(s, sc, straggler, since)
         if change is None:
+            if sc in asked:
+                named = ", ".join(c for c in g.categories if not c.endswith((".transfer", ".wait"))
+                                  and c not in ("idle", "unexplained", "sync"))  # fmt: skip
+                notes.append(f"--what-if {sc.text}: names nothing in this trace (its parts: "
+                             f"{named}{', straggler' if straggler is not None else ''})")
             continue
         predicted = _window_total(replay_times(s, *change), b, tail, g.t) / n
         out.append(WhatIf(sc.text, sc.knob, predicted, measured, measured - predicted,
                           sc.bound))  # fmt: skip
-    return tuple(sorted(out, key=lambda w: (-w.gain_ns, w.scenario)))
+    return tuple(sorted(out, key=lambda w: (-w.gain_ns, w.scenario))), tuple(notes)
 
 
 def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, rows: _Rows,

@@ -33,8 +33,9 @@ def what_if_table(cp: CriticalPath) -> Table:
     rows = tuple(_what_if_row(w) for w in cp.what_if)
     step = ms(round(cp.what_if[0].measured_step_ns)) if cp.what_if else "–"
     return Table(f"What would pay most: the dependency graph replayed with one change, its "
-                 f"predicted step and gain (measured median step {step} ms; ≤: an upper bound "
-                 "on the knob's gain)", ("scenario", "knob", "step ms", "gain ms", "gain %"), rows,
+                 f"predicted step and gain (measured step {step} ms, the window's mean; ≤: an "
+                 "upper bound on the knob's gain)",
+                 ("scenario", "knob", "step ms", "gain ms", "gain %"), rows,
                  (False, False, True, True, True))  # fmt: skip
 
 
