@@ -70,6 +70,8 @@ class Ratio:
     #: bound, not a measure of its own)
     cpu_over_cores: int | None = None
     cpu_side: Literal["num", "den"] = "num"
+    #: what each side's sample gives the ratio: wall seconds, CPU seconds or peak RSS
+    attr: Literal["seconds", "cpu_seconds", "rss_bytes"] = "seconds"
     values: list[float] = field(default_factory=list)  # one per round with both sides
 
     def verdict(self) -> str:
@@ -122,11 +124,13 @@ def fill_ratio(ratio: Ratio, measures: dict[str, Measure]) -> Ratio:
     num, den = measures[ratio.num].samples, measures[ratio.den].samples
     cores = ratio.cpu_over_cores
 
-    def seconds(side: str, sample: Sample) -> float:
-        return sample.cpu_seconds / cores if cores and ratio.cpu_side == side else sample.seconds
+    def value(side: str, sample: Sample) -> float:
+        if cores and ratio.cpu_side == side:
+            return sample.cpu_seconds / cores
+        return float(getattr(sample, ratio.attr))
 
     rounds = [r for r in sorted(num) if r in den]
-    ratio.values = [seconds("num", num[r]) / seconds("den", den[r]) for r in rounds]
+    ratio.values = [value("num", num[r]) / value("den", den[r]) for r in rounds]
     return ratio
 
 

@@ -45,6 +45,11 @@ RSS_PER_M_LIMIT = 1.0 * GB
 REPEAT_LIMIT_S = 0.5
 HELP_LIMIT_S = 0.3
 LINEAR_EXPONENT = 1.15
+#: issue 34 point 5: what the dependency graph (critical path, what-if replay) may add to an
+#: analysis of the big export, as analyze / analyze --no-critical-path
+CP_TIME_LIMIT = 1.30
+CP_RSS_LIMIT = 1.20
+NO_CP = "--no-critical-path"
 #: the reader alone: imports + ``load_trace`` of ``sys.argv[1]``
 LOAD = "import sys; from nsysmoe.io import load_trace; load_trace(sys.argv[1])"
 
@@ -99,7 +104,44 @@ def help_steps(plan: Plan) -> None:
     plan.steps.append(("--help", lambda r: {**main(r), **sub(r)}))
 
 
-def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str) -> None:
+def no_cp_step(plan: Plan, key: str, label: str, export: Path, on: bool) -> None:
+    """``analyze EXPORT --no-critical-path``, the baseline of the critical path's cost; run right
+    after the default analyze of the same export (``on``: analyze has the flag)."""
+    if on:
+        plan.add(key, label, f"{NO_CP}: no dependency graph; json -o /dev/null")
+        name = f"{'LIGHT ' if 'light' in key else ''}analyze {NO_CP}"
+        plan.steps.append((name, cmd_step(key, nsysmoe_cmd(str(export), NO_CP))))
+
+
+def critical_path_ratios(plan: Plan, on: bool) -> None:
+    """Issue 34's cost of the dependency graph: the default analyze over the same command with
+    ``--no-critical-path``, per round, in wall time and peak RSS (targets) and CPU (info)."""
+    if not on:
+        plan.notes.append(f"no critical-path cost rows: analyze has no {NO_CP}")
+        return
+    plan.notes.append(
+        f"analyze rows (and A/B, --cache, ranks, scaling) run the default, which builds the"
+        f" dependency graph (critical path, what-if replay); the {NO_CP} rows are the same"
+        f" analyze without it: the baseline of the 'critical path:' ratios"
+    )
+    for tag, num, den in (("", "analyze", "analyze.nocp"),
+                          ("LIGHT: ", "analyze.light", "analyze.nocp.light")):  # fmt: skip
+        head = f"{tag}critical path: analyze / {NO_CP}"
+        plan.ratios += [
+            Ratio(f"{head}, s", num, den, f"≤ {CP_TIME_LIMIT:.2f}", CP_TIME_LIMIT),
+            Ratio(f"  {head}, cpu s", num, den, attr="cpu_seconds"),
+            Ratio(
+                f"{head}, peak RSS",
+                num,
+                den,
+                f"≤ {CP_RSS_LIMIT:.2f}",
+                CP_RSS_LIMIT,
+                attr="rss_bytes",
+            ),
+        ]
+
+
+def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str, cp: bool) -> None:
     k = ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"]
     size = f"{k / 1e6:.2f}M kernels" if k >= 100_000 else f"{k / 1e3:.0f}k kernels"
     if cli:
@@ -109,6 +151,7 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str) -> None:
         plan.notes.append(f"no decode floor: {why}")
     plan.add("analyze", f"nsysmoe analyze OFF ({size})", "--format json -o /dev/null")
     plan.steps.append(("analyze", cmd_step("analyze", nsysmoe_cmd(str(ex.off)))))
+    no_cp_step(plan, "analyze.nocp", f"  nsysmoe analyze OFF {NO_CP}", ex.off, cp)
     if cli:
         plan.add(
             "floor2", "  decode floor, 2 sqlite3 at once", "NVTX ∥ the rest, as nsysmoe's reader"
@@ -158,7 +201,7 @@ def nsysai_steps(plan: Plan, ex: Exports, tools: Path) -> Path | None:
     return py
 
 
-def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None) -> None:
+def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None, cp: bool) -> None:
     """The same targets on LIGHT: ``off``'s kernels with the NVTX density of the issue's export
     (one PyTorch op range in ``LIGHT_OP_EVERY``), so a reader sees which verdicts hang on the
     NVTX rows."""
@@ -169,6 +212,7 @@ def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None) -
         plan.steps.append(("LIGHT floor", cmd_step("floor.light", floor.command(cli, ex.light))))
     plan.add("analyze.light", f"{head} nsysmoe analyze", "--format json -o /dev/null")
     plan.steps.append(("LIGHT analyze", cmd_step("analyze.light", nsysmoe_cmd(str(ex.light)))))
+    no_cp_step(plan, "analyze.nocp.light", f"{head} nsysmoe analyze {NO_CP}", ex.light, cp)
     plan.add("load.light", f"{head} reader alone", "imports + read into polars frames")
     plan.steps.append(("LIGHT load", cmd_step("load.light", [PY, "-c", LOAD, str(ex.light)])))
     if nsysai is not None:
@@ -633,11 +677,13 @@ def main() -> None:
     help_text = subprocess.run(
         [PY, "-m", "nsysmoe", "analyze", "--help"], capture_output=True, text=True
     ).stdout
+    cp = NO_CP in help_text
     plan = Plan()
     help_steps(plan)
-    analyze_steps(plan, ex, cli, why)
+    analyze_steps(plan, ex, cli, why, cp)
     nsysai = None if args.skip_peer else nsysai_steps(plan, ex, tools)
-    light_steps(plan, ex, cli, nsysai)
+    light_steps(plan, ex, cli, nsysai, cp)
+    critical_path_ratios(plan, cp)
     ab_steps(plan, ex)
     cache_steps(plan, ex, scratch, help_text)
     rank_steps(plan, ex, scratch)
