@@ -54,7 +54,7 @@ RUNTIME_SCHEMA: dict[str, pl.DataType] = {
 #: ``RUNTIME_SCHEMA["api"]`` values: what a call does for CUDA graphs, and the calls that order
 #: work across streams or hold the host until the GPU is done (:mod:`nsysmoe.depgraph`)
 API_KINDS = ("graph_launch", "capture_begin", "capture_end", "stream_sync", "event_sync",
-             "device_sync", "stream_wait", "event_record")  # fmt: skip
+             "device_sync", "stream_wait", "event_record", "blocking_copy")  # fmt: skip
 #: GPU-side records of synchronisation calls (nsys ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION``):
 #: which stream a stream synchronize or a stream-wait-event names, and the event it waits on
 SYNC_SCHEMA: dict[str, pl.DataType] = {

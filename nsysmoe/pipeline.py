@@ -296,8 +296,9 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     core = _summarize(source, steps, choice, kept, tables, in_window, seen)
     detail = _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
     del judged, idle_gaps, channels
+    # a path is walked between GPU ops: iterations mapped from CPU ranges alone have none
     path = (_critical_path(source, windows, kept, in_window, scope.what_if)
-            if scope.critical_path else None)
+            if scope.critical_path and choice.timeline == "gpu" else None)
     notes = () if path is None else path.notes
     return replace(detail, critical_path=path, warnings=detail.warnings + notes)
 

@@ -324,7 +324,8 @@ class TraceAnalysis:
     #: named; None when every process was measured
     rank: RankChoice | None = None
     #: what bounds the step and what each knob could buy (:mod:`nsysmoe.measure.critical_path`);
-    #: None where the graph was not built (no iterations, a Kineto trace, ``--no-critical-path``)
+    #: None where the graph was not built (no iterations on the GPU timeline,
+    #: ``--no-critical-path``)
     critical_path: CriticalPath | None = None
 
     @property

@@ -13,7 +13,9 @@ from nsysmoe.options import NOT_KEYED, REPORT_OPTIONS, Options
 KEYED_BEFORE = {"window", "skip", "step_range", "whole_trace", "raw_nvtx", "phase", "align",
                 "vary", "labels", "rank", "all_nvtx", "wide",
                 # training logs: their paths (their content is keyed as inputs), window, rule
-                "logs", "log_window", "equivalent", "loss_tolerance"}  # fmt: skip
+                "logs", "log_window", "equivalent", "loss_tolerance",
+                # the dependency graph: the user's replays, or none at all
+                "what_if", "no_path"}  # fmt: skip
 
 
 def test_every_option_is_keyed_unless_named() -> None:

@@ -21,7 +21,8 @@ export records:
   end of the last op on another stream of its GPU, though its launch and its stream predecessor
   allowed it earlier, is taken to have waited for it; counted apart, so a reader sees how much
   of the graph rests on it;
-* ``host_wait``: a CUDA call after its thread was silent for :data:`HOST_WAIT_MIN_NS`, that
+* ``host_wait``: a CUDA call after its thread was silent for :data:`HOST_WAIT_MIN_NS` (or a
+  thread's first call), that
   started within :data:`HOST_WAKE_NS` of the end of another thread's call or a GPU op of its
   process that ended in that silence, is taken to have waited for it — a thread handoff (the
   main thread blocked in ``backward()`` while the autograd thread launches) or a spin on
@@ -236,8 +237,12 @@ def _host_edges(api: pl.DataFrame, base: int, edges: _Edges, ops: _Ops) -> None:
     edges.add(2 * b[nested] + 1, 2 * a[nested] + 1, "host")
     a, b = a[~nested] - base, b[~nested] - base
     quiet = start[b] - end[a] >= HOST_WAIT_MIN_NS
-    if quiet.any():
-        _host_waits(_int(api["pid"]), end, ops, a[quiet], b[quiet], start, base, edges)
+    # a thread's first call: silent since the trace began
+    first = o[np.r_[True, tid[o][1:] != tid[o][:-1]]] if o.size else o
+    calls = np.concatenate([b[quiet], first])
+    since = np.concatenate([end[a[quiet]], np.full(first.size, np.iinfo(np.int64).min)])
+    if calls.size:
+        _host_waits(_int(api["pid"]), end, ops, since, calls, start, base, edges)
 
 
 def _thread_order(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -250,11 +255,11 @@ def _thread_order(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
         np.int64)  # fmt: skip
 
 
-def _host_waits(pid: np.ndarray, end: np.ndarray, ops: _Ops, before: np.ndarray,
+def _host_waits(pid: np.ndarray, end: np.ndarray, ops: _Ops, since: np.ndarray,
                 calls: np.ndarray, start: np.ndarray, base: int, edges: _Edges) -> None:
-    """``host_wait`` edges (module docstring) into ``calls`` (rows), each after a silence
-    since row ``before`` on its thread: the latest call end or GPU op end of its process at or
-    before its start, when that ended in the silence and at most HOST_WAKE_NS before it."""
+    """``host_wait`` edges (module docstring) into ``calls`` (rows), each after its thread's
+    silence from ``since``: the latest call end or GPU op end of its process at or before its
+    start, when that ended in the silence and at most HOST_WAKE_NS before it."""
     n_ops = ops.end.size
     # every end in the process (calls as nodes base+row, ops as their node) that ended at
     # most HOST_WAKE_NS before one of the calls' starts: the candidates, few
@@ -279,7 +284,7 @@ def _host_waits(pid: np.ndarray, end: np.ndarray, ops: _Ops, before: np.ndarray,
         at[mine] = a + np.searchsorted(when[a:b], start[calls[mine]], side="right") - 1
     ok = at >= lo
     at = np.maximum(at, 0)
-    ok &= ((when[at] > end[before]) & (start[calls] - when[at] <= HOST_WAKE_NS)
+    ok &= ((when[at] > since) & (start[calls] - when[at] <= HOST_WAKE_NS)
            & (began[at] < start[calls]))  # fmt: skip
     edges.add(2 * who[at[ok]] + 1, 2 * (calls[ok] + base), "host_wait")
 
@@ -289,13 +294,15 @@ def _release_edges(ops: _Ops, call: np.ndarray, api: pl.DataFrame, base: int,
     """Sync edges; returns the nodes of the calls that were held (their own weight is 0)."""
     a_start, a_end = _int(api["start"]), _int(api["end"])
     has = call >= 0
+    kinds = api["api"]
+    sync_copy = (kinds == "blocking_copy").fill_null(False).to_numpy()
     blocking = np.nonzero(has & ops.memop)[0]
     c = call[blocking]
-    keep = (ops.end[blocking] <= a_end[c]) & (ops.end[blocking] >= a_start[c])
+    keep = ((ops.end[blocking] <= a_end[c]) & (ops.end[blocking] >= a_start[c])
+            & sync_copy[c])  # fmt: skip
     blocking, c = blocking[keep], c[keep]
     edges.add(2 * blocking + 1, 2 * (c + base) + 1, "sync")
     held = [c + base]
-    kinds = api["api"]
     rows = np.nonzero(kinds.is_in(SYNC_APIS).fill_null(False).to_numpy())[0]
     if rows.size == 0:
         return np.concatenate(held)
@@ -516,9 +523,11 @@ def _collective_edges(kernels: pl.DataFrame, matched: pl.DataFrame, first: int,
         (pl.int_range(pl.len(), dtype=pl.Int64) + first).alias("barrier"))  # fmt: skip
     rows = rows.join(inst.drop("last"), on=["step", "channel", "name", "k"],
                      maintain_order="left")
+    edges.add(2 * rows["node"].to_numpy(), 2 * rows["barrier"].to_numpy(), "collective")
+    # a member that ended before the last arrival (clocks apart) keeps its own time
+    rows = rows.filter(pl.col("end") >= pl.col("last"))
     member, barrier = rows["node"].to_numpy(), rows["barrier"].to_numpy()
-    transfer = rows.select(pl.col("end") - pl.min_horizontal("last", "end")).to_series().to_numpy()
-    edges.add(2 * member, 2 * barrier, "collective")
+    transfer = (rows["end"] - rows["last"]).to_numpy()
     edges.add(2 * barrier + 1, 2 * member + 1, "collective", transfer)
     cat = {ch: code[f"{ch}.transfer"] for ch in inst["channel"].unique().to_list()}
     bcat = inst["channel"].replace_strict(cat, return_dtype=pl.Int64).to_numpy().astype(np.int16)
@@ -533,10 +542,13 @@ def _assemble(t: np.ndarray, edges: _Edges, node_cat: np.ndarray, node_kind: np.
     edges in :data:`EDGE_KINDS` order)."""
     parts = sorted(edges.parts, key=lambda p: p[3])  # by kind: a tie's winner comes first
     edges.parts.clear()
-    src = np.concatenate([p[0] for p in parts])
-    dst = np.concatenate([p[1] for p in parts])
-    w = np.concatenate([np.zeros(p[0].size, np.int64) if p[2] is None else p[2] for p in parts])
-    kind = np.concatenate([np.full(p[0].size, p[3], np.int8) for p in parts])
+    none = [np.empty(0, np.int64)]  # a graph without nodes has no edges
+    src = np.concatenate([p[0] for p in parts] or none)
+    dst = np.concatenate([p[1] for p in parts] or none)
+    w = np.concatenate([np.zeros(p[0].size, np.int64) if p[2] is None else p[2]
+                        for p in parts] or none)  # fmt: skip
+    kind = np.concatenate([np.full(p[0].size, p[3], np.int8) for p in parts]
+                          or [np.empty(0, np.int8)])  # fmt: skip
     del parts
     bad = t[src] + w > t[dst]
     counts = np.bincount(kind[bad], minlength=len(EDGE_KINDS))

@@ -20,12 +20,20 @@ API_PATTERNS: tuple[tuple[str, str], ...] = (
     ("device_sync", r"^(?:cudaDeviceSynchronize|cuCtxSynchronize|cudaThreadSynchronize)"),
     ("stream_wait", r"^cu(?:da)?StreamWaitEvent"),
     ("event_record", r"^cu(?:da)?EventRecord"),
+    # a synchronous copy or memset (its name without "Async"): the call returns after the op
+    ("blocking_copy", r"^cu(?:da)?Mem(?:cpy|set)"),
 )
+#: kinds whose pattern does not apply to a name holding this (the asynchronous variants)
+NOT_ASYNC = {"blocking_copy": "Async"}
 
 
 def api_kind(name: pl.Expr) -> pl.Expr:
     """The :data:`~nsysmoe.model.API_KINDS` value of each API name, null for any other call."""
-    expr = pl.when(name.str.contains(API_PATTERNS[0][1])).then(pl.lit(API_PATTERNS[0][0]))
+    def hit(kind: str, pattern: str) -> pl.Expr:
+        found = name.str.contains(pattern)
+        return found & ~name.str.contains(NOT_ASYNC[kind]) if kind in NOT_ASYNC else found
+
+    expr = pl.when(hit(*API_PATTERNS[0])).then(pl.lit(API_PATTERNS[0][0]))
     for kind, pattern in API_PATTERNS[1:]:
-        expr = expr.when(name.str.contains(pattern)).then(pl.lit(kind))
+        expr = expr.when(hit(kind, pattern)).then(pl.lit(kind))
     return expr.otherwise(pl.lit(None, pl.String))

@@ -349,8 +349,9 @@ def _read_sync_like(db: Db, table: str, schema: dict[str, pl.DataType]) -> pl.Da
          "event_sync_id": pl.Int64, "gpid": pl.Int64},  # fmt: skip
         "correlationId IS NOT NULL",
     )
+    # an event sync id of 0 is "none" too (stream synchronizes carry 0 in nsys 2026.4)
     df = df.with_columns(pid_of("gpid").alias("pid"), _id("stream"), _id("event_id"),
-                         _id("event_sync_id"))  # fmt: skip
+                         _id("event_sync_id").replace(0, None))  # fmt: skip
     return df.select(list(schema)).cast(schema)
 
 

@@ -17,9 +17,10 @@ a straggler is the straggler's work on the path).
 *Replay*: every event keeps its measured delay after its predecessors (``t = max(pred + w) +
 delay``) and roots keep their time, so the identity replay reproduces the timeline; a scenario
 changes weights (``ep.combine*0.5``: that channel's transfer, and unmatched kernels of it, take
-half the time) and the replay predicts every event again. The predicted step of an iteration is
-the slowest process's replayed window; a scenario's figure is the median over the window's
-iterations. A part that takes no time (``*0``) is an upper bound on any knob that shortens it.
+half the time), only from each process's window start on, and the replay predicts every event
+again. A scenario's predicted step is the window's replayed length (the slowest process's)
+over its iterations: one iteration alone would mix in how far its start moved. A part that
+takes no time (``*0``) is an upper bound on any knob that shortens it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import polars as pl
 from nsysmoe.depgraph import core
 from nsysmoe.depgraph.build import KIND, DepGraph, build_graph
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.measure.launch_calls import launches_of
 from nsysmoe.model import ClassifiedTrace
 from nsysmoe.results import CriticalPath, PathIteration, WhatIf
 
@@ -149,11 +151,13 @@ def _own_edges(g: DepGraph, nodes: np.ndarray) -> np.ndarray:
 
 
 def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | None,
-           since: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+           since: int | np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     """The weights and delays of a scenario (None: it names nothing in this trace): the
     targets' own time (duration edges, a collective's transfer) and, for ``host``, the delays
-    a launch or a host predecessor bound, times the factor; with ``since``, only of what
-    starts at or after it (of a delay, its part after it)."""
+    a launch or a host predecessor bound, times the factor; with ``since`` (one time, or per
+    node: its process's window start), only of what starts at or after it (of a delay, its
+    part after it)."""
     g = s.g
     if sc.target == STRAGGLER:
         if straggler is None:
@@ -167,6 +171,7 @@ def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | N
         return None
     if since is not None:
         hit_node &= g.t[0::2] >= since
+        since = np.repeat(np.broadcast_to(since, hit_node.shape), 2)  # per event
     nodes = np.nonzero(hit_node)[0]
     hit = _own_edges(g, nodes)
     w = g.w.copy()
@@ -181,31 +186,37 @@ def scaled(s: Solved, sc: Scenario, straggler: tuple[np.ndarray, np.ndarray] | N
             dhit &= g.t > since
         delay = delay.copy()
         # only a delay's part in the window changes (one ending at its first op can lie before)
-        part = delay[dhit] if since is None else np.minimum(delay[dhit], g.t[dhit] - since)
+        part = (delay[dhit] if since is None
+                else np.minimum(delay[dhit], g.t[dhit] - since[dhit]))  # fmt: skip
         delay[dhit] += np.rint(part * sc.factor).astype(np.int64) - part
     return w, delay
 
 
 def _boundaries(g: DepGraph, windows: pl.DataFrame) -> pl.DataFrame:
     """Per (pid, step) window: the start event of its first op (``b0``) and the event the path
-    ends at (``b1``: the next op's start; after a process's last op, that op's end)."""
+    ends at (``b1``): the start of the op that opens the next window, where one starts at the
+    window's end; else the end of the last op that ended by then (the rest of the window is
+    an idle tail)."""
     n_ops = g.n_rows[0] + g.n_rows[1]
     ops = pl.DataFrame({"node": np.arange(n_ops, dtype=np.int64), "pid": g.node_pid[:n_ops],
-                        "start": g.t[0:2 * n_ops:2], "end": g.t[1:2 * n_ops:2]}).sort(
-        "start", "node")  # fmt: skip
+                        "start": g.t[0:2 * n_ops:2], "end": g.t[1:2 * n_ops:2]})
+    by_start = ops.sort("start", "node")
     w = windows.select("pid", "step", "start_ns", "end_ns").sort("start_ns")
-    first = w.join_asof(ops.select("pid", pl.col("start").alias("s0"),
-                                   pl.col("node").alias("n0")),
+    first = w.join_asof(by_start.select("pid", pl.col("start").alias("s0"),
+                                        pl.col("node").alias("n0")),
                         left_on="start_ns", right_on="s0", by="pid", strategy="forward",
                         check_sortedness=False).sort("end_ns")  # fmt: skip
-    nxt = first.join_asof(ops.select("pid", pl.col("start").alias("s1"),
-                                     pl.col("node").alias("n1")),
+    nxt = first.join_asof(by_start.select("pid", pl.col("start").alias("s1"),
+                                          pl.col("node").alias("n1")),
                           left_on="end_ns", right_on="s1", by="pid", strategy="forward",
                           check_sortedness=False)  # fmt: skip
-    last = ops.group_by("pid").agg(pl.col("node").sort_by("end").last().alias("nl"))
-    out = nxt.join(last, on="pid", how="left").with_columns(
+    done = nxt.join_asof(ops.sort("end", "node").select("pid", pl.col("end").alias("e1"),
+                                                        pl.col("node").alias("nl")),
+                         left_on="end_ns", right_on="e1", by="pid", strategy="backward",
+                         check_sortedness=False)  # fmt: skip
+    out = done.with_columns(
         (2 * pl.col("n0")).alias("b0"),
-        pl.when(pl.col("n1").is_not_null()).then(2 * pl.col("n1"))
+        pl.when(pl.col("s1") == pl.col("end_ns")).then(2 * pl.col("n1"))
         .otherwise(2 * pl.col("nl") + 1).alias("b1"),
     )  # fmt: skip
     return (out.drop_nulls(["b0", "b1"]).filter(pl.col("s0") < pl.col("end_ns"))
@@ -292,43 +303,52 @@ def walked_iterations(kept: list[int], n_ops: int, budget: int | None = None) ->
 
 
 def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) -> _Rows:
-    """The rows of the iterations ``steps`` with one iteration of context on each side (the
-    launches that ran ahead, the op that ends the last one's path)."""
+    """The rows the iterations ``steps`` need: their GPU ops, with the previous iteration's
+    (of every process) and the next one's as context (what ran before, the op that ends the
+    last one's path), and the CUDA calls from the earliest launch of those ops on (a host that
+    ran ahead launched them earlier)."""
     mine = windows.filter(pl.col("step").is_in(steps))
-    lo_step, hi_step = min(steps), max(steps)
-    before = windows.filter(pl.col("step") < lo_step)
-    after = windows.filter(pl.col("step") > hi_step)
-    lo = (before["start_ns"].max() if len(before) else None) or mine["start_ns"].min()
-    hi = (after.filter(pl.col("step") == after["step"].min())["end_ns"].max() if len(after)
-          else None) or mine["end_ns"].max()  # fmt: skip
-    hi = max(hi, mine["end_ns"].max()) + 1
-    inside = (pl.col("start") >= lo) & (pl.col("start") < hi)
+    before = windows.filter(pl.col("step") < min(steps))
+    after = windows.filter(pl.col("step") > max(steps))
+    lo = int(mine["start_ns"].min())
+    if len(before):
+        lo = int(before.filter(pl.col("step") == before["step"].max())["start_ns"].min())
+    hi = int(mine["end_ns"].max())
+    if len(after):
+        hi = max(hi, int(after.filter(pl.col("step") == after["step"].min())["end_ns"].max()))
     trace = source.trace
-    return _Rows(source.kernels.filter(inside), trace.memops.filter(inside),
-                 trace.runtime.filter(inside))
+    ops = launches_of(trace).ops
+    inside = ((ops["start"] >= lo) & (ops["start"] <= hi)).fill_null(False)
+    first_call = ops.filter(inside)["api_start"].min()
+    call_lo = lo if first_call is None else min(lo, int(first_call))
+    keep = (pl.col("start") >= lo) & (pl.col("start") <= hi)
+    calls = (pl.col("start") >= call_lo) & (pl.col("start") <= hi)
+    return _Rows(source.kernels.filter(keep), trace.memops.filter(keep),
+                 trace.runtime.filter(calls))
 
 
 def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
                   matched: pl.DataFrame | None = None,
                   asked: tuple[str, ...] = ()) -> CriticalPath | None:  # fmt: skip
     """The critical path of each kept iteration and the what-if replays (module docstring);
-    ``windows``: each process's iteration windows (:func:`nsysmoe.measure.steps.process_windows`);
-    ``matched``: collectives matched across the trace's GPUs; ``asked``: the user's scenarios.
-    None without iterations to walk. A window of more than :data:`MAX_PATH_OPS` GPU ops is
-    walked over the middle iterations that fit (:func:`walked_iterations`)."""
+    ``windows``: each process's iteration windows on the GPU timeline
+    (:func:`nsysmoe.measure.steps.process_windows`); ``matched``: collectives matched across
+    the trace's GPUs; ``asked``: the user's scenarios. None without iterations to walk. The
+    graph holds the iterations walked and their neighbours only; a window of more than
+    :data:`MAX_PATH_OPS` GPU ops is walked over its middle iterations that fit
+    (:func:`walked_iterations`)."""
     trace = source.trace
     scenarios = [parse_scenario(a) for a in asked]
+    kept = sorted(kept)
     windows = windows.filter(pl.col("step").is_in(kept))
     if windows.is_empty() or source.kernels.is_empty():
         return None
     lo, hi = windows["start_ns"].min(), windows["end_ns"].max()
-    n_ops = source.kernels.filter((pl.col("start") >= lo) & (pl.col("start") < hi)).height
-    walked = walked_iterations(sorted(kept), n_ops)
-    if len(walked) < len(kept):
-        rows = _around(source, windows, walked)
-        windows = windows.filter(pl.col("step").is_in(walked))
-    else:
-        rows = _Rows(source.kernels, trace.memops, trace.runtime)
+    in_window = (pl.col("start") >= lo) & (pl.col("start") < hi)
+    n_ops = source.kernels.filter(in_window).height + trace.memops.filter(in_window).height
+    walked = walked_iterations(kept, n_ops)
+    rows = _around(source, windows, walked)
+    windows = windows.filter(pl.col("step").is_in(walked))
     g = build_graph(rows.kernels, rows.memops, rows.runtime, trace.syncs,
                     trace.event_records, matched)  # fmt: skip
     b = _boundaries(g, windows)
@@ -466,7 +486,12 @@ def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, asked: list[Scenario]
     if straggler is not None:
         defaults.append(Scenario(STRAGGLER, STRAGGLER, 1.0))
     n = b["step"].n_unique()
-    since = int(b["start_ns"].min())
+    # each process's window starts where it did: a node changes only from its process's start
+    first = b.group_by("pid").agg(pl.col("start_ns").min())
+    at = dict(zip(first["pid"].to_list(), first["start_ns"].to_list(), strict=True))
+    lo = int(b["start_ns"].min())
+    since = pl.Series(g.node_pid).replace_strict(
+        list(at), list(at.values()), default=lo, return_dtype=pl.Int64).to_numpy()
     measured = _window_total(g.t, b, tail, g.t) / n
     seen, out, notes = set(), [], []
     for sc in [*defaults, *asked]:

@@ -177,11 +177,16 @@ def test_sync_before_the_call_started_is_no_release():
 
 
 def test_blocking_memcpy_holds_its_call():
-    g = graph(memops=[memop(50, 90, 1), memop(300, 400, 2)],  # M1: async, ends after its call
-              runtime=[call(10, 100, 1), call(110, 120, 2)])  # fmt: skip
+    # M0: a synchronous copy (cudaMemcpy: blocking_copy) that ends before its call returns;
+    # M1: async, ends after its call; M2: async (cudaMemsetAsync) but done before its call
+    # returns — not a sync: its call's time stays the host's
+    g = graph(memops=[memop(50, 90, 1), memop(300, 400, 2), memop(503, 505, 3)],
+              runtime=[call(10, 100, 1, "blocking_copy"), call(110, 120, 2),
+                       call(500, 510, 3)])  # fmt: skip
     assert {e for e in edges(g) if e[0] == "sync"} == {("sync", "M0.e", "A0.e")}
     assert weight(g, "duration", "A0.s", "A0.e") == 0
     assert weight(g, "duration", "A1.s", "A1.e") == 10
+    assert weight(g, "duration", "A2.s", "A2.e") == 10
 
 
 def _wait_trace(sync_id_on_wait, sync_ids_on_records):
