@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from nsysmoe.depgraph.build import INFER_GAP_NS, build_graph
+from nsysmoe.depgraph.build import HOST_WAKE_NS, INFER_GAP_NS, build_graph
 from nsysmoe.model import (
     EVENT_RECORD_SCHEMA,
     KERNEL_SCHEMA,
@@ -335,3 +335,40 @@ def test_collective_barriers_are_numbered_the_same_on_every_build():
     # in instance order: the first instance's barrier first
     barriers = first.nodes().filter(pl.col("kind") == "barrier")
     assert barriers["start"].to_list() == [300, 700]
+
+
+def test_a_threads_first_call_can_wait_for_another_thread():
+    # review round 1 (51ae5f9), the bug: only a call after a silence on its own thread could
+    # get a host_wait edge, so a thread's first call (the autograd thread's first launch, the
+    # main thread blocked in backward()) was a root and kept its time in every replay. A0 on
+    # thread 10 ends at 100; A1, thread 11's first call, starts 150 later (within
+    # HOST_WAKE_NS); A2, thread 12's first call, starts past it: no edge
+    g = graph(runtime=[call(0, 100), call(250, 260, tid=11), call(400 + HOST_WAKE_NS, 500,
+                                                                  tid=12)])  # fmt: skip
+    assert edges(g) == {("host_wait", "A0.e", "A1.s")}
+    assert g.edge_counts["host_wait"] == 1 and not g.dropped
+
+
+def test_a_threads_first_call_can_wait_for_a_gpu_op():
+    # the latest end in the process before the first call wins: here K0's, after A0's
+    g = graph(kernels=[kernel(50, 200, 1)],
+              runtime=[call(0, 10, 1), call(300, 310, tid=11)])  # fmt: skip
+    assert {e for e in edges(g) if e[0] == "host_wait"} == {("host_wait", "K0.e", "A1.s")}
+
+
+def test_collective_member_that_ended_before_the_last_arrival_keeps_its_time():
+    # review round 1 (51ae5f9), the bug: rank 1's member (100-250) ended before rank 2
+    # arrived (300: clocks apart); its transfer came out 0, so its own time became 0 and its
+    # barrier -> end edge (0 at 300, its end at 250) was contradicted and dropped: the 150 ns
+    # were an unscalable delay and dropped counted 1 collective edge. Now it keeps its own
+    # time and has no edge out of the barrier; rank 2's member is as before
+    g = graph(kernels=[comm(100, 250, pid=1), comm(300, 500, pid=2, device=1)],
+              matched=[(1, 0, 100, 250, "combine_kernel", 0, "ep.combine", 0, 300),
+                       (2, 1, 300, 500, "combine_kernel", 0, "ep.combine", 0, 300)])  # fmt: skip
+    assert edges(g) == {("collective", "K0.s", "B300.s"), ("collective", "K1.s", "B300.s"),
+                        ("collective", "B300.e", "K1.e")}  # fmt: skip
+    assert not g.dropped
+    assert g.edge_counts["collective"] == 3
+    assert weight(g, "duration", "K0.s", "K0.e") == 150
+    assert weight(g, "duration", "K1.s", "K1.e") == 200
+    assert weight(g, "collective", "B300.e", "K1.e") == 200
