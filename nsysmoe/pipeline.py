@@ -12,6 +12,7 @@ twice.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -106,10 +107,18 @@ def prepare_with_steps(trace: Trace, rules: RuleSet | None = None, scope: Scope 
         trace = trace.only_processes([rank_pid(trace, scope.rank)])
     if trace.kernels.is_empty():
         return prepare(trace, rules), None
+    if scope.critical_path:  # the graph's compiled passes load meanwhile (~0.5 s of imports)
+        threading.Thread(target=_warm_graph, daemon=True).start()
     with ThreadPoolExecutor(max_workers=1) as side:
         steps = side.submit(detect_steps, trace, scope.step_pattern)
         source = prepare(trace, rules)
         return source, steps.result()
+
+
+def _warm_graph() -> None:
+    from nsysmoe.depgraph import core
+
+    core.warm()
 
 
 def rank_pid(trace: Trace, rank: int) -> int:
@@ -272,6 +281,11 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     collectives_job = side.submit(_collectives, in_window, windows, busy,
                                   Path(trace.path).name, len(gpus))  # fmt: skip
+    # the critical path, last on the side thread: it starts once the side's other jobs (and
+    # their working memory) are done, while this thread measures the idle gaps
+    walk = scope.critical_path and choice.timeline == "gpu"  # GPU ops bound a path
+    path_job = side.submit(_critical_path, source, windows, kept, in_window,
+                           scope.what_if) if walk else None  # fmt: skip
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops.lazy())  # read only per GPU (its span): no copy of the ops
     timeline_gaps = gaps(ops, launch=True)  # the whole timeline's gaps, the window's cut
@@ -295,10 +309,7 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
     core = _summarize(source, steps, choice, kept, tables, in_window, seen)
     detail = _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
-    del judged, idle_gaps, channels
-    # a path is walked between GPU ops: iterations mapped from CPU ranges alone have none
-    path = (_critical_path(source, windows, kept, in_window, scope.what_if)
-            if scope.critical_path and choice.timeline == "gpu" else None)
+    path = None if path_job is None else path_job.result()
     notes = () if path is None else path.notes
     return replace(detail, critical_path=path, warnings=detail.warnings + notes)
 

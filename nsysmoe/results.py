@@ -1003,6 +1003,10 @@ class CriticalPath:
     window_iterations: int = 0
     #: what a reader should know (a --what-if that names nothing in the trace)
     notes: tuple[str, ...] = ()
+    #: the path of the iteration with the median step as intervals on the timeline (step,
+    #: pid, start_ns, end_ns, category; contiguous, each on the rank it ran on): what a
+    #: timeline figure draws
+    drawn: pl.DataFrame = field(default_factory=pl.DataFrame, compare=False)
 
     @property
     def sampled(self) -> bool:

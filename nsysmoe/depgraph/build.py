@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from nsysmoe.depgraph import core
 from nsysmoe.model import channel_order_key
 
 #: edge kinds, in the order a tie between predecessors is settled (the first wins)
@@ -228,6 +227,8 @@ def _launch_rows(ops: _Ops, api: pl.DataFrame) -> np.ndarray:
 def _host_edges(api: pl.DataFrame, base: int, edges: _Edges, ops: _Ops) -> None:
     """Thread order (module docstring: ``host``), and the waits a thread's silence ends
     (``host_wait``); ``base``: the first API node."""
+    from nsysmoe.depgraph import core  # numba: imported where first used
+
     tid, start, end = _int(api["tid"]), _int(api["start"]), _int(api["end"])
     o = _thread_order(tid, start, end)
     a, b, nested = core.thread_pairs(o, tid, start, end)
@@ -540,6 +541,8 @@ def _assemble(t: np.ndarray, edges: _Edges, node_cat: np.ndarray, node_kind: np.
               unmatched: int) -> DepGraph:  # fmt: skip
     """Keep the edges the times allow, in CSR order over destination events (a destination's
     edges in :data:`EDGE_KINDS` order)."""
+    from nsysmoe.depgraph import core  # numba: imported where first used
+
     parts = sorted(edges.parts, key=lambda p: p[3])  # by kind: a tie's winner comes first
     edges.parts.clear()
     none = [np.empty(0, np.int64)]  # a graph without nodes has no edges

@@ -201,22 +201,6 @@ def walk(ends: np.ndarray, stops: np.ndarray, t: np.ndarray, src: np.ndarray, w:
 
 
 @njit(cache=True, nogil=True)
-def chain_pairs(order: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Consecutive members of each group in ``order`` (sorted by group, then time): (earlier,
-    later) index pairs."""
-    n = order.size
-    a = np.empty(max(n - 1, 0), np.int64)
-    b = np.empty(max(n - 1, 0), np.int64)
-    k = 0
-    for i in range(1, n):
-        if group[order[i]] == group[order[i - 1]]:
-            a[k] = order[i - 1]
-            b[k] = order[i]
-            k += 1
-    return a[:k], b[:k]
-
-
-@njit(cache=True, nogil=True)
 def thread_pairs(order: np.ndarray, group: np.ndarray, start: np.ndarray, end: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Host thread order over calls sorted by (thread, start, longest first): each call's
@@ -257,3 +241,21 @@ def by_destination(dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         perm[fill[dst[e]]] = e
         fill[dst[e]] += 1
     return perm, indptr
+
+
+def warm() -> None:
+    """Load every compiled pass (from numba's disk cache, or compile it) on tiny inputs, so a
+    thread can do it while the trace is still being classified."""
+    indptr = np.array([0, 0, 1], np.int64)
+    src = np.array([0], np.int32)
+    t = np.array([0, 1], np.int64)
+    w = np.array([1], np.int64)
+    order = topological_order(indptr, src, t)
+    bind, delay = settle(order, indptr, src, w, t)
+    replay(order, indptr, src, w, t, bind, delay)
+    kind = np.zeros(1, np.int8)
+    cat = np.zeros(1, np.int16)
+    walk(np.array([1], np.int64), np.array([0], np.int64), t, src, w, kind, bind, cat,
+         np.array([-1], np.int64), np.array([-1], np.int64), 0, 1, True)
+    thread_pairs(np.array([0, 1], np.int64), np.array([0, 0], np.int64), t, t + 1)
+    by_destination(np.array([1], np.int64), 2)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from nsysmoe.depgraph import core
 from nsysmoe.depgraph.build import KIND, DepGraph, build_graph
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.launch_calls import launches_of
@@ -59,6 +58,10 @@ KNOBS = {
 TOP = 10
 PATH_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64, "step": pl.Int64, "category": pl.String, "ns": pl.Int64, "peer": pl.Int64,
+}  # fmt: skip
+DRAWN_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.Int64, "pid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+    "category": pl.String,
 }  # fmt: skip
 TOP_SCHEMA: dict[str, pl.DataType] = {
     "category": pl.String, "name": pl.String, "pid": pl.Int64, "ns": pl.Int64, "count": pl.Int64,
@@ -124,6 +127,9 @@ class Solved:
 
 
 def solve(g: DepGraph) -> Solved:
+    """The graph's topological order, each event's binding edge and delay."""
+    from nsysmoe.depgraph import core  # numba: imported where first used
+
     order = core.topological_order(g.indptr, g.src, g.t)
     bind, delay = core.settle(order, g.indptr, g.src, g.w, g.t)
     return Solved(g, order, bind, delay)
@@ -133,6 +139,8 @@ def replay_times(s: Solved, w: np.ndarray | None = None, delay: np.ndarray | Non
                  ) -> np.ndarray:  # fmt: skip
     """Every event's replayed time with weights ``w`` and delays ``delay`` (measured ones
     where None)."""
+    from nsysmoe.depgraph import core  # numba: imported where first used
+
     return core.replay(s.order, s.g.indptr, s.g.src, s.g.w if w is None else w, s.g.t, s.bind,
                        s.delay if delay is None else delay)  # fmt: skip
 
@@ -227,6 +235,8 @@ def walk_paths(s: Solved, ends: np.ndarray, stops: np.ndarray, follow: bool
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """The critical paths back from events ``ends`` to times ``stops``
     (:func:`nsysmoe.depgraph.core.walk`)."""
+    from nsysmoe.depgraph import core  # numba: imported where first used
+
     g = s.g
     return core.walk(np.asarray(ends, np.int64), np.asarray(stops, np.int64), g.t, g.src, g.w,
                      g.kind, s.bind, g.node_cat, g.delay_cats(), g.wait_cats(),
@@ -274,10 +284,13 @@ def _straggler(g: DepGraph, b: pl.DataFrame, names: np.ndarray
     return _own_edges(g, nodes[slow])[: nodes.shape[1]], median
 
 
+#: the kernel columns the graph reads
+KERNEL_COLUMNS = ("pid", "device", "stream", "start", "end", "corr_id", "name", "short_name",
+                  "class", "channel")
 #: the most GPU ops the graph holds: a window with more has its path walked over the middle
 #: run of whole iterations that fits (said in the report), so the cost is bounded by this,
 #: not by the trace (the steady iterations of one run repeat one another)
-MAX_PATH_OPS = 200_000
+MAX_PATH_OPS = 150_000
 
 
 @dataclass(frozen=True)
@@ -317,14 +330,13 @@ def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) ->
     if len(after):
         hi = max(hi, int(after.filter(pl.col("step") == after["step"].min())["end_ns"].max()))
     trace = source.trace
-    ops = launches_of(trace).ops
-    inside = ((ops["start"] >= lo) & (ops["start"] <= hi)).fill_null(False)
-    first_call = ops.filter(inside)["api_start"].min()
+    first_call = launches_of(trace).ops.select(pl.col("api_start").filter(
+        (pl.col("start") >= lo) & (pl.col("start") <= hi)).min()).item()  # fmt: skip
     call_lo = lo if first_call is None else min(lo, int(first_call))
     keep = (pl.col("start") >= lo) & (pl.col("start") <= hi)
     calls = (pl.col("start") >= call_lo) & (pl.col("start") <= hi)
-    return _Rows(source.kernels.filter(keep), trace.memops.filter(keep),
-                 trace.runtime.filter(calls))
+    return _Rows(source.kernels.select(KERNEL_COLUMNS).filter(keep),
+                 trace.memops.filter(keep), trace.runtime.filter(calls))
 
 
 def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
@@ -344,8 +356,8 @@ def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int
     if windows.is_empty() or source.kernels.is_empty():
         return None
     lo, hi = windows["start_ns"].min(), windows["end_ns"].max()
-    in_window = (pl.col("start") >= lo) & (pl.col("start") < hi)
-    n_ops = source.kernels.filter(in_window).height + trace.memops.filter(in_window).height
+    in_window = ((pl.col("start") >= lo) & (pl.col("start") < hi)).sum()
+    n_ops = int(source.kernels.select(in_window).item() + trace.memops.select(in_window).item())
     walked = walked_iterations(kept, n_ops)
     rows = _around(source, windows, walked)
     windows = windows.filter(pl.col("step").is_in(walked))
@@ -407,6 +419,7 @@ def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], rows: _Rows
     job = measured[slow]
     what_if, notes = _what_if(s, b, tail, asked, codes)
     errors = np.abs(replayed - job) / np.maximum(job, 1)
+    drawn = _drawn(g, path, c, ns, at, b1[slow], tail[slow], steps, job)
     return CriticalPath(
         iterations=iterations,
         composition=dict(sorted(composition.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -418,7 +431,34 @@ def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], rows: _Rows
         dropped=dict(g.dropped),
         unmatched_waits=g.unmatched_waits,
         replay_error_pct=100 * float(np.median(errors)) if errors.size else 0.0,
+        drawn=drawn,
     )
+
+
+def _drawn(g: DepGraph, path: np.ndarray, c: np.ndarray, ns: np.ndarray, at: np.ndarray,
+           ends: np.ndarray, tail: np.ndarray, steps: np.ndarray, job: np.ndarray
+           ) -> pl.DataFrame:  # fmt: skip
+    """The path of the iteration whose step is the median one, as intervals on the timeline
+    (:data:`DRAWN_SCHEMA`): a path's segments run back from its end without a gap, so each
+    one's start is its end less its length. A delay or an op's time is on the rank of the
+    event it ends at."""
+    if steps.size == 0:
+        return pl.DataFrame(schema=DRAWN_SCHEMA)
+    i = int(np.argsort(job, kind="stable")[(job.size - 1) // 2])
+    mine = path == i
+    seg_ns = ns[mine]
+    seg_end = g.t[ends[i]] - np.concatenate([[0], np.cumsum(seg_ns)[:-1]])
+    out = pl.DataFrame({
+        "step": np.full(seg_ns.size, steps[i], np.int64), "pid": g.node_pid[at[mine] // 2],
+        "start_ns": seg_end - seg_ns, "end_ns": seg_end,
+        "category": pl.Series(c[mine]).replace_strict(
+            list(range(len(g.categories))), list(g.categories), return_dtype=pl.String)})
+    if tail[i]:
+        out = pl.concat([pl.DataFrame({
+            "step": [int(steps[i])], "pid": [int(g.node_pid[ends[i] // 2])],
+            "start_ns": [int(g.t[ends[i]])], "end_ns": [int(g.t[ends[i]] + tail[i])],
+            "category": ["idle"]}), out])  # fmt: skip
+    return out.cast(DRAWN_SCHEMA).sort("start_ns")
 
 
 def _per_rank(s: Solved, b: pl.DataFrame, tail: np.ndarray) -> pl.DataFrame:
