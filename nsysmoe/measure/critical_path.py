@@ -316,10 +316,10 @@ def walked_iterations(kept: list[int], n_ops: int, budget: int | None = None) ->
 
 
 def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) -> _Rows:
-    """The rows the iterations ``steps`` need: their GPU ops, with the previous iteration's
-    (of every process) and the next one's as context (what ran before, the op that ends the
-    last one's path), and the CUDA calls from the earliest launch of those ops on (a host that
-    ran ahead launched them earlier)."""
+    """The rows the iterations ``steps`` need: their GPU ops, those of the neighbouring
+    iterations in ``windows`` (the kept ones) as context where there are any — and at least
+    the op that opens the next window, which ends the last path — and the CUDA calls from the
+    earliest launch of those ops on (a host that ran ahead launched them earlier)."""
     mine = windows.filter(pl.col("step").is_in(steps))
     before = windows.filter(pl.col("step") < min(steps))
     after = windows.filter(pl.col("step") > max(steps))
