@@ -917,6 +917,9 @@ class Timeline:
     n_gpus: int
     hidden_pct: float | None
     max_channel_lanes: int = 0  # per GPU; more channels than this share its last lane
+    #: the critical path of the drawn iteration (:attr:`CriticalPath.drawn`: step, pid,
+    #: start_ns, end_ns, category) clipped to [lo_ns, hi_ns); empty where there is none
+    critical_path: pl.DataFrame = field(default_factory=pl.DataFrame, compare=False)
 
 
 #: the path's categories that are not a communication channel's (the dependency graph's

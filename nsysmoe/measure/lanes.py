@@ -24,11 +24,23 @@ def _iset(df: pl.DataFrame) -> IntervalSet:
     return IntervalSet.from_arrays(df["start"].to_numpy(), df["end"].to_numpy())
 
 
+def path_step(analysis: TraceAnalysis) -> int | None:
+    """The iteration whose critical path :attr:`~nsysmoe.results.CriticalPath.drawn` holds
+    (the median step of the slowest process), where the analysis has one among its iterations."""
+    cp = analysis.critical_path
+    if cp is None or cp.drawn.is_empty() or analysis.iterations.is_empty():
+        return None
+    step = int(cp.drawn["step"][0])
+    return step if step in analysis.iterations["step"] else None
+
+
 def drawn_iteration(analysis: TraceAnalysis, step: int | None) -> tuple[int, int, str]:
     """[lo, hi) of the iteration to draw and how it was chosen, for the title.
 
     The median-duration iteration is the typical one (warm-up and hiccups sit in the tails);
-    its window is the one the per-iteration table measured.
+    its window is the one the per-iteration table measured. Where the analysis has a critical
+    path, the iteration drawn is the path's (its median by the slowest process's step, most
+    often the same one), so the path lane and the lanes under it show one iteration.
     """
     it = analysis.iterations
     if it.is_empty():
@@ -40,6 +52,11 @@ def drawn_iteration(analysis: TraceAnalysis, step: int | None) -> tuple[int, int
     if step is None:
         row = it.sort("step_ns", "step").row((len(it) - 1) // 2, named=True)
         how = f"iteration {row['step']}, the median-duration one of the {len(it)} analysed"
+        on_path = path_step(analysis)
+        if on_path is not None and on_path != row["step"]:
+            row = it.filter(pl.col("step") == on_path).row(0, named=True)
+            how = (f"iteration {on_path}, the one of the {len(it)} analysed whose critical path "
+                   "is drawn (the median step of the slowest process)")  # fmt: skip
     else:
         rows = it.filter(pl.col("step") == step)
         if rows.is_empty():
@@ -149,7 +166,20 @@ def timeline(analysis: TraceAnalysis, step: int | None = None) -> Timeline:
     comm = sum(g.comm.length for g in lanes)
     hidden = sum(g.hidden.length for g in lanes)
     return Timeline(analysis.path, lo, hi, how, lanes, len(gpus), hidden_pct(hidden, comm),
-                    max_channel_lanes=MAX_CHANNEL_LANES)  # fmt: skip
+                    max_channel_lanes=MAX_CHANNEL_LANES,
+                    critical_path=path_intervals(analysis, step, lo, hi))  # fmt: skip
+
+
+def path_intervals(analysis: TraceAnalysis, step: int | None, lo: int, hi: int
+                   ) -> pl.DataFrame:  # fmt: skip
+    """The drawn critical path's intervals (step, pid, start_ns, end_ns, category) clipped to
+    [lo, hi), where the iteration drawn is the path's (``step`` None or the path's); else an
+    empty frame: the figure then has no path lane."""
+    on_path, cp = path_step(analysis), analysis.critical_path
+    if on_path is None or cp is None or (step is not None and step != on_path):
+        return pl.DataFrame()
+    return cp.drawn.with_columns(pl.col("start_ns").clip(lo, hi), pl.col("end_ns").clip(lo, hi)
+                              ).filter(pl.col("end_ns") > pl.col("start_ns"))  # fmt: skip
 
 
 def breakdown(t: Totals) -> dict[str, int]:

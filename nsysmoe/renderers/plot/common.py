@@ -32,6 +32,11 @@ COLORS = {
     "copies": "#9467bd",
     "copies only": "#9467bd",
     "idle": "#bdbdbd",
+    # the critical-path lane of a timeline, by what the path was doing
+    "path compute": "#1f77b4",
+    "path comm": "#d62728",
+    "path host": "#ff7f0e",
+    "path gap": "#636363",
 }
 PART_HELP = {
     "exposed comm": "exposed comm (no compute running)",
