@@ -116,9 +116,14 @@ def prepare_with_steps(trace: Trace, rules: RuleSet | None = None, scope: Scope 
 
 
 def _warm_graph() -> None:
-    from nsysmoe.depgraph import core
+    """Load the graph's compiled passes ahead of use; a failure here is left to the analysis
+    (which meets it again where it can say so), never printed from this thread."""
+    try:
+        from nsysmoe.depgraph import core
 
-    core.warm()
+        core.warm()
+    except Exception:  # a warm-up only
+        return
 
 
 def rank_pid(trace: Trace, rank: int) -> int:
@@ -257,9 +262,10 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
                 scope: Scope) -> TraceAnalysis:  # fmt: skip
     """The full measure: every table of :func:`_summarize`, then the detail stage
     (:func:`_with_detail`). The side thread's jobs are submitted first, so it starts while
-    this one measures the GPUs. The critical path comes last, once the other tables' working
-    memory is gone: its graph then adds nothing to the analysis' peak (run beside them, it
-    added a quarter to it on the bench export)."""
+    this one measures the GPUs. The critical path is the side thread's last job: it starts
+    once the side's other jobs (and their working memory) are done, while this thread
+    measures the idle gaps (started first, beside the reader's tables, it added a quarter to
+    the bench export's peak memory)."""
     trace, kernels, window = source.trace, source.kernels, choice.window
     _check_window(source, window)
     kept = list(choice.kept)
@@ -311,6 +317,11 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     detail = _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
     path = None if path_job is None else path_job.result()
     notes = () if path is None else path.notes
+    if path is None and scope.what_if:
+        why = ("--no-critical-path" if not scope.critical_path else
+               "its iterations come from CPU ranges alone, not from GPU ops"
+               if choice.timeline == "cpu" else "the trace has no iterations to walk")
+        notes = (f"--what-if {', '.join(scope.what_if)}: not replayed: {why}",)
     return replace(detail, critical_path=path, warnings=detail.warnings + notes)
 
 

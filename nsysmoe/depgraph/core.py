@@ -12,13 +12,26 @@ keeps its measured time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 NO_EDGE = -1
 
 
-@njit(cache=True, nogil=True)
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` compiled without the GIL and cached on disk (in the user cache dir where the
+    package's folder is read-only); compiled anew in each process where no cache dir can be
+    written at all, rather than not at all."""
+    try:
+        return njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return njit(cache=False, nogil=True)(fn)
+
+
+@_compiled
 def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Kahn's order of the events (predecessors first). Where a cycle stops it (only possible
     among zero-weight edges at one instant, in inconsistent data), its earliest held event is
@@ -75,7 +88,7 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
     return order
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def settle(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray,
            t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Each event's binding edge (the predecessor edge with the latest ``t[src] + w``; the
@@ -104,7 +117,7 @@ def settle(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
     return bind, delay
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def replay(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray,
            t: np.ndarray, bind: np.ndarray, delay: np.ndarray) -> np.ndarray:  # fmt: skip
     """Every event's time when each starts as soon as its predecessors allow (weights ``w``),
@@ -129,7 +142,7 @@ def replay(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
     return out
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _grow(a: np.ndarray, k: int) -> np.ndarray:
     if k < a.size:
         return a
@@ -138,7 +151,7 @@ def _grow(a: np.ndarray, k: int) -> np.ndarray:
     return b
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def walk(ends: np.ndarray, stops: np.ndarray, t: np.ndarray, src: np.ndarray, w: np.ndarray,
          kind: np.ndarray, bind: np.ndarray, node_cat: np.ndarray, delay_cat: np.ndarray,
          wait_cat: np.ndarray, root_cat: int, collective: int, follow: bool
@@ -200,7 +213,7 @@ def walk(ends: np.ndarray, stops: np.ndarray, t: np.ndarray, src: np.ndarray, w:
     return path[:k], cats[:k], ns[:k], at[:k], peer[:k]
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def thread_pairs(order: np.ndarray, group: np.ndarray, start: np.ndarray, end: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Host thread order over calls sorted by (thread, start, longest first): each call's
@@ -226,7 +239,7 @@ def thread_pairs(order: np.ndarray, group: np.ndarray, start: np.ndarray, end: n
     return a[:k], b[:k], nested[:k]
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def by_destination(dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A stable counting sort of edges by destination event: the permutation, and ``indptr``
     (edges of event v at positions indptr[v]..indptr[v+1])."""
@@ -257,5 +270,13 @@ def warm() -> None:
     cat = np.zeros(1, np.int16)
     walk(np.array([1], np.int64), np.array([0], np.int64), t, src, w, kind, bind, cat,
          np.array([-1], np.int64), np.array([-1], np.int64), 0, 1, True)
-    thread_pairs(np.array([0, 1], np.int64), np.array([0, 0], np.int64), t, t + 1)
+    for frozen in (False, True):  # the analysis passes arrays polars made read-only
+        two = [np.array([0, 1], np.int64), np.array([0, 0], np.int64), t.copy(), t + 1]
+        ends = np.array([1], np.int64)
+        if frozen:
+            for a in (*two, ends):
+                a.setflags(write=False)
+        thread_pairs(*two)
+        walk(ends, ends - 1, t, src, w, kind, bind, cat, np.array([-1], np.int64),
+             np.array([-1], np.int64), 0, 1, True)
     by_destination(np.array([1], np.int64), 2)

@@ -26,10 +26,11 @@ from nsysmoe._version import __version__
 from nsysmoe.fingerprint import file_key
 from nsysmoe.model import Launch, Trace
 
-FORMAT = 8  # bumped when the canonical tables or the key change (3: content hash, 4: graphs,
+FORMAT = 9  # bumped when the canonical tables or the key change (3: content hash, 4: graphs,
 # 5: session start and launch, 6: the generator of a synthetic trace, 7: every metadata string
 # redacted at load_trace: entries of 6 and older may hold secrets and are never served;
-# 8: sync and event-record tables, sync call kinds)
+# 8: sync and event-record tables, sync call kinds; 9: blocking_copy calls, event sync id 0
+# read as none)
 TABLES = ("kernels", "memops", "runtime", "nvtx", "gpus", "memory_events", "syncs",
           "event_records")
 META = tuple(f.name for f in fields(Trace) if f.name not in TABLES)

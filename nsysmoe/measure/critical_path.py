@@ -316,19 +316,12 @@ def walked_iterations(kept: list[int], n_ops: int, budget: int | None = None) ->
 
 
 def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) -> _Rows:
-    """The rows the iterations ``steps`` need: their GPU ops, those of the neighbouring
-    iterations in ``windows`` (the kept ones) as context where there are any — and at least
-    the op that opens the next window, which ends the last path — and the CUDA calls from the
-    earliest launch of those ops on (a host that ran ahead launched them earlier)."""
+    """The rows the iterations ``steps`` need: their GPU ops (with the op that opens the next
+    window, which ends the last path) and the CUDA calls from the earliest launch of those ops
+    on (a host that ran ahead launched them earlier); nothing more, so the op budget bounds
+    the graph."""
     mine = windows.filter(pl.col("step").is_in(steps))
-    before = windows.filter(pl.col("step") < min(steps))
-    after = windows.filter(pl.col("step") > max(steps))
-    lo = int(mine["start_ns"].min())
-    if len(before):
-        lo = int(before.filter(pl.col("step") == before["step"].max())["start_ns"].min())
-    hi = int(mine["end_ns"].max())
-    if len(after):
-        hi = max(hi, int(after.filter(pl.col("step") == after["step"].min())["end_ns"].max()))
+    lo, hi = int(mine["start_ns"].min()), int(mine["end_ns"].max())
     trace = source.trace
     first_call = launches_of(trace).ops.select(pl.col("api_start").filter(
         (pl.col("start") >= lo) & (pl.col("start") <= hi)).min()).item()  # fmt: skip
