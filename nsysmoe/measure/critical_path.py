@@ -290,7 +290,7 @@ KERNEL_COLUMNS = ("pid", "device", "stream", "start", "end", "corr_id", "name", 
 #: the most GPU ops the graph holds: a window with more has its path walked over the middle
 #: run of whole iterations that fits (said in the report), so the cost is bounded by this,
 #: not by the trace (the steady iterations of one run repeat one another)
-MAX_PATH_OPS = 150_000
+MAX_PATH_OPS = 100_000
 
 
 @dataclass(frozen=True)
