@@ -43,7 +43,7 @@ from nsysmoe.results import CriticalPath, PathIteration, WhatIf
 SCENARIO = re.compile(
     r"^\s*(?P<target>[A-Za-z0-9_.?*\[\]-]+?)\s*\*\s*(?P<factor>\d+(?:\.\d*)?|\.\d+)\s*$")
 STRAGGLER = "straggler"
-#: the knob a target stands for (seeds' knobs); channels not named here are "communication"
+#: the knob a target stands for (the seeds' knobs); another target reads "a faster TARGET"
 KNOBS = {
     "ep.dispatch": "EP overlap / a faster dispatcher (dispatch)",
     "ep.combine": "EP overlap / a faster dispatcher (combine)",
