@@ -922,9 +922,9 @@ class Timeline:
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame, compare=False)
 
 
-#: the path's categories that are not a communication channel's (the dependency graph's
-#: ``nsysmoe.depgraph.build.BASE_CATEGORIES``); every other category is a channel's: its own
-#: name, its ``.transfer`` or its ``.wait``
+#: the path's categories that are not a communication channel's (every dependency graph has
+#: them: ``nsysmoe.depgraph.build.BASE_CATEGORIES``); every other category is a channel's: its
+#: own name, its ``.transfer`` or its ``.wait``
 PATH_BASE_CATEGORIES = ("gemm", "attention", "compute.other", "memcpy", "memset", "host",
                         "sync", "idle", "unexplained")  # fmt: skip
 

@@ -47,6 +47,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.model import channel_order_key
+from nsysmoe.results import PATH_BASE_CATEGORIES
 
 #: edge kinds, in the order a tie between predecessors is settled (the first wins)
 EDGE_KINDS = ("duration", "collective", "stream", "event", "inferred", "sync", "launch", "host",
@@ -60,9 +61,9 @@ INFER_GAP_NS = 20_000
 #: another thread's call or a GPU op of its process ended in that silence, waited for it
 HOST_WAIT_MIN_NS = 1_000_000
 HOST_WAKE_NS = 200_000
-#: categories every graph has, before the communication channels' own
-BASE_CATEGORIES = ("gemm", "attention", "compute.other", "memcpy", "memset", "host", "sync",
-                   "idle", "unexplained")  # fmt: skip
+#: categories every graph has, before the communication channels' own (one definition, in the
+#: results: a path's figures read them too)
+BASE_CATEGORIES = PATH_BASE_CATEGORIES
 #: what the delay of an event is when an edge of each kind bound it (None: the node's own
 #: category): after a GPU predecessor, nothing known explains it; after a launch or a host
 #: predecessor, the host; after a sync release, the return from the sync
