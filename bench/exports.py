@@ -1,5 +1,5 @@
-"""The benchmark's inputs: the A/B pair, its NVTX-light twin, the many-rank directory and the
-scaling exports.
+"""The benchmark's inputs: the A/B pair, its NVTX-light twin, the many-rank directory, the
+scaling exports and the 8-GPU scale export.
 
 Generated once by ``gen_exports.py`` and reused while their parameter sidecars match. The
 sidecars live under ``WORK/meta/`` (one JSON per export, same relative path), never beside the
@@ -33,6 +33,10 @@ class Sizes:
     rank_kernels: int
     rank_layers: int
     scaling: tuple[int, ...]  # kernels per process of each scaling export
+    #: the scale export (issue 35): LIGHT's generator and NVTX density on this many GPUs (one
+    #: process each), this many kernels per process: a real 8-GPU capture of 10-20M kernels
+    gpus: int = 8
+    gpu_kernels: int = 1_000_000
 
 
 FULL = Sizes(
@@ -43,6 +47,8 @@ FULL = Sizes(
     rank_kernels=20_000,
     rank_layers=4,
     scaling=(50_000, 250_000, 500_000, 1_000_000),
+    gpus=8,
+    gpu_kernels=1_000_000,
 )
 QUICK = Sizes(
     processes=2,
@@ -52,6 +58,8 @@ QUICK = Sizes(
     rank_kernels=4_000,
     rank_layers=4,
     scaling=(5_000, 10_000, 20_000, 40_000),
+    gpus=8,
+    gpu_kernels=20_000,
 )
 
 
@@ -66,6 +74,8 @@ class Exports:
     light_counts: dict[str, int]  # rows per table of ``light``
     rank_kernels: int  # kernels in one rank file
     scaling: dict[Path, int]  # scaling export -> its kernel rows (``off`` among them)
+    gpus: Path | None  # the 8-GPU scale export (None: not asked for)
+    gpus_counts: dict[str, int]  # rows per table of ``gpus``
     generated: int  # files generated this time
     seconds: float  # time spent generating / checking
 
@@ -86,8 +96,8 @@ def _clean_rank_dir(rank_dir: Path, ranks: list[Path]) -> None:
         sys.exit(f"{rank_dir} holds {entry.name}, which is not a rank export: remove it")
 
 
-def make_exports(sizes: Sizes, work: Path) -> Exports:
-    """Generate (or reuse) every input, two files at a time."""
+def make_exports(sizes: Sizes, work: Path, scale: bool = True) -> Exports:
+    """Generate (or reuse) every input, two files at a time (``scale``: also the 8-GPU one)."""
     big = ExportParams(
         processes=sizes.processes,
         kernels_per_process=sizes.kernels_per_process,
@@ -126,6 +136,12 @@ def make_exports(sizes: Sizes, work: Path) -> Exports:
         path.parent.mkdir(parents=True, exist_ok=True)
         scale_paths.append(path)
         jobs.append((path, replace(big, kernels_per_process=per_process), _meta(work, path)))
+    gpus = work / "gpus" / f"moe-{sizes.gpus}gpu.sqlite" if scale else None
+    if gpus is not None:
+        gpus.parent.mkdir(parents=True, exist_ok=True)
+        many = replace(big, processes=sizes.gpus, kernels_per_process=sizes.gpu_kernels,
+                       op_every=LIGHT_OP_EVERY)  # fmt: skip
+        jobs.append((gpus, many, _meta(work, gpus)))
     t0 = time.perf_counter()
     made = ensure_many(jobs, workers=min(2, os.cpu_count() or 1))
     counts = {path: c for (path, _, _), (_, c) in zip(jobs, made, strict=True)}
@@ -140,6 +156,8 @@ def make_exports(sizes: Sizes, work: Path) -> Exports:
         light_counts=counts[light],
         rank_kernels=counts[ranks[0]][KERNELS],
         scaling={p: counts[p][KERNELS] for p in scale_paths},
+        gpus=gpus,
+        gpus_counts=counts[gpus] if gpus is not None else {},
         generated=sum(g for g, _ in made),
         seconds=time.perf_counter() - t0,
     )

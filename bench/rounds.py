@@ -72,6 +72,9 @@ class Ratio:
     cpu_side: Literal["num", "den"] = "num"
     #: what each side's sample gives the ratio: wall seconds, CPU seconds or peak RSS
     attr: Literal["seconds", "cpu_seconds", "rss_bytes"] = "seconds"
+    #: each per-round ratio is multiplied by this: den's kernels / num's kernels turns a ratio of
+    #: times into a ratio of times per kernel
+    scale: float = 1.0
     values: list[float] = field(default_factory=list)  # one per round with both sides
 
     def verdict(self) -> str:
@@ -130,7 +133,7 @@ def fill_ratio(ratio: Ratio, measures: dict[str, Measure]) -> Ratio:
         return float(getattr(sample, ratio.attr))
 
     rounds = [r for r in sorted(num) if r in den]
-    ratio.values = [value("num", num[r]) / value("den", den[r]) for r in rounds]
+    ratio.values = [ratio.scale * value("num", num[r]) / value("den", den[r]) for r in rounds]
     return ratio
 
 

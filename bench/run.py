@@ -29,7 +29,7 @@ from typing import Any
 
 import floor
 import kineto_vs_hta as kineto
-from exports import FULL, LIGHT_OP_EVERY, QUICK, Exports, make_exports
+from exports import FULL, KERNELS, LIGHT_OP_EVERY, QUICK, Exports, make_exports
 from installs import nsysai_venv, pip_target, sqlite3_cli, version_of
 from procs import measure, warm
 from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_exponent, run_rounds
@@ -45,6 +45,10 @@ RSS_PER_M_LIMIT = 1.0 * GB
 REPEAT_LIMIT_S = 0.5
 HELP_LIMIT_S = 0.3
 LINEAR_EXPONENT = 1.15
+#: issue 35: the 8-GPU scale export's peak RSS, and its time per kernel over LIGHT's (same
+#: generator and NVTX density on 2 GPUs)
+GPUS_RSS_LIMIT = 2.5 * GB
+GPUS_PER_KERNEL_LIMIT = 1.15
 #: issue 34 point 5: what the dependency graph (critical path, what-if replay) may add to an
 #: analysis of the big export, as analyze / analyze --no-critical-path
 CP_TIME_LIMIT = 1.30
@@ -342,6 +346,25 @@ def scaling_steps(plan: Plan, ex: Exports) -> list[tuple[int, str]]:
     return points
 
 
+def gpus_steps(plan: Plan, ex: Exports) -> None:
+    """The 8-GPU scale export: its analyze time and peak RSS beside LIGHT's (issue 35)."""
+    if ex.gpus is None:
+        return
+    c = ex.gpus_counts
+    plan.add("gpus", f"SCALE ({c[KERNELS] / 1e6:.2f}M kernels, {ex.gpus.name}): nsysmoe analyze",
+             "--format json -o /dev/null")  # fmt: skip
+    plan.steps.append(("SCALE analyze", cmd_step("gpus", nsysmoe_cmd(str(ex.gpus)))))
+    plan.ratios.append(
+        Ratio("SCALE: analyze s per kernel / LIGHT's", "gpus", "analyze.light",
+              f"≤ {GPUS_PER_KERNEL_LIMIT}", GPUS_PER_KERNEL_LIMIT,
+              scale=ex.light_counts[KERNELS] / c[KERNELS])  # fmt: skip
+    )
+    plan.ratios.append(
+        Ratio("  SCALE: analyze peak RSS per kernel / LIGHT's", "gpus", "analyze.light",
+              attr="rss_bytes", scale=ex.light_counts[KERNELS] / c[KERNELS])  # fmt: skip
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # the header
 
@@ -454,6 +477,14 @@ def report(
         f"NVTX rows (one PyTorch op range in {LIGHT_OP_EVERY}), "
         f"{ex.light.stat().st_size / 1e6:.0f} MB"
     )
+    if ex.gpus is not None:
+        g = ex.gpus_counts
+        print(
+            f"SCALE = {ex.gpus.relative_to(ex.gpus.parent.parent)}: LIGHT's generator and NVTX "
+            f"density on 8 GPUs (8 processes): {g[KERNELS]:,} kernels, "
+            f"{g['CUPTI_ACTIVITY_KIND_RUNTIME']:,} CUDA API rows, {g['NVTX_EVENTS']:,} NVTX rows, "
+            f"{ex.gpus.stat().st_size / 1e9:.2f} GB"
+        )
     print(
         "each round runs every row once, in this order; s = subprocess wall seconds, cpu = user"
         " + sys of the child (and its reaped children), RSS = largest ru_maxrss of the rounds\n"
@@ -517,6 +548,10 @@ def report(
             lines.append((label, "", "", f"{gb(per_m[load])} GB", "–", "info"))
             targets.append({"label": label.strip(), "value": per_m[load], "target": "",
                             "verdict": "info"})  # fmt: skip
+    if "gpus" in m:
+        rss = m["gpus"].peak_rss()
+        ok = None if rss is None else rss <= GPUS_RSS_LIMIT
+        target("SCALE: analyze peak RSS", rss, f"{gb(rss)} GB", f"≤ {GPUS_RSS_LIMIT / GB} GB", ok)
     scaling = scaling_table(m, points)
     exp, local = scaling["exponent"], scaling["exponent_last_doubling"]
     ok = None if exp is None else max(exp, local or exp) <= LINEAR_EXPONENT
@@ -656,7 +691,8 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, help="rounds (default 3, --quick 2)")
     parser.add_argument("--skip-peer", action="store_true", help="no nsys-ai / HTA (needs PyPI)")
-    parser.add_argument("--skip-scaling", action="store_true", help="no scaling exports")
+    parser.add_argument("--skip-scaling", action="store_true",
+                        help="no scaling exports, no 8-GPU scale export")  # fmt: skip
     parser.add_argument(
         "--intervaltree", action="store_true", help="also time PyPI intervaltree (one run)"
     )
@@ -669,7 +705,7 @@ def main() -> None:
     scratch = work / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
 
-    ex = make_exports(sizes, work)
+    ex = make_exports(sizes, work, scale=not args.skip_scaling)
     print(f"exports: {ex.generated} generated ({ex.seconds:.0f} s) in {work}", file=sys.stderr)
     t_start = time.perf_counter()
     info = machine()
@@ -689,9 +725,10 @@ def main() -> None:
     rank_steps(plan, ex, scratch)
     kineto_steps(plan, scratch, tools, args.skip_peer)
     points = [] if args.skip_scaling else scaling_steps(plan, ex)
+    gpus_steps(plan, ex)
     if args.skip_scaling:
         points = [(ex.counts["CUPTI_ACTIVITY_KIND_KERNEL"], "analyze")]
-    warm([ex.off, ex.on, ex.light, *ex.ranks, *ex.scaling])
+    warm([ex.off, ex.on, ex.light, *ex.ranks, *ex.scaling, *([ex.gpus] if ex.gpus else [])])
     compiled(plan)
     print(f"measuring: {rounds} rounds of {len(plan.steps)} steps", file=sys.stderr)
     done = run_rounds(plan.measures, plan.steps, rounds)
