@@ -60,9 +60,10 @@ def inputs() -> dict[str, list[str]]:
     return out
 
 
-def write(target: Path, jobs: int) -> None:
+def write(target: Path, jobs: int, only: str | None = None) -> None:
     target.mkdir(parents=True, exist_ok=True)
-    runs = [(name, args, fmt) for name, args in inputs().items() for fmt in ("json", "markdown")]
+    runs = [(name, args, fmt) for name, args in inputs().items() for fmt in ("json", "markdown")
+            if only is None or re.search(only, name)]  # fmt: skip
 
     def one(run: tuple[str, list[str], str]) -> str:
         name, args, fmt = run
@@ -79,7 +80,8 @@ def write(target: Path, jobs: int) -> None:
 
 
 def compare(a: Path, b: Path) -> int:
-    names = sorted({p.name for p in a.iterdir()} | {p.name for p in b.iterdir()})
+    """Files of ``b`` against the same names in ``a`` (``a`` may hold more: a partial run)."""
+    names = sorted(p.name for p in b.iterdir())
     differ = 0
     for name in names:
         left, right = a / name, b / name
@@ -103,12 +105,13 @@ def main() -> None:
     w = sub.add_parser("write")
     w.add_argument("dir", type=Path)
     w.add_argument("--jobs", type=int, default=2)
+    w.add_argument("--only", metavar="REGEX", help="only the inputs whose name matches")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     args = parser.parse_args()
     if args.cmd == "write":
-        write(args.dir, args.jobs)
+        write(args.dir, args.jobs, args.only)
     else:
         sys.exit(compare(args.a, args.b))
 
