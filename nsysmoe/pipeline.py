@@ -13,7 +13,7 @@ twice.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -290,7 +290,7 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     # the critical path, last on the side thread: it starts once the side's other jobs (and
     # their working memory) are done, while this thread measures the idle gaps
     walk = scope.critical_path and choice.timeline == "gpu"  # GPU ops bound a path
-    path_job = side.submit(_critical_path, source, windows, kept, in_window,
+    path_job = side.submit(_critical_path, source, windows, kept, collectives_job,
                            scope.what_if) if walk else None  # fmt: skip
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops.lazy())  # read only per GPU (its span): no copy of the ops
@@ -314,7 +314,8 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
     core = _summarize(source, steps, choice, kept, tables, in_window, seen)
-    detail = _with_detail(core, judged, idle_gaps, phases_job.result(), collectives_job.result())
+    detail = _with_detail(core, judged, idle_gaps, phases_job.result(),
+                          collectives_job.result()[:3])  # fmt: skip
     path = None if path_job is None else path_job.result()
     notes = () if path is None else path.notes
     if path is None and scope.what_if:
@@ -342,17 +343,19 @@ def dependency_graph(source: ClassifiedTrace, steps: Steps | None) -> DepGraph:
 
 
 def _critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
-                   in_window: pl.DataFrame, asked: tuple[str, ...]) -> CriticalPath | None:
+                   collectives_job: Future[_Matched], asked: tuple[str, ...]
+                   ) -> CriticalPath | None:  # fmt: skip
     """The critical path and what-if replays over the kept iterations (none without them),
-    with the collectives matched across the trace's GPUs as cross-rank edges (``in_window``:
-    :func:`_window_kernels`' communication kernels)."""
+    with the collectives matched across the trace's GPUs as cross-rank edges (from
+    :func:`_collectives`' arrivals, and its match where it matched over as many ranks)."""
     if windows.is_empty():
         return None
     matched = None
-    arrived = arrivals(in_window, windows)
+    arrived, _, _, (n_ranks, rows) = collectives_job.result()
     n_gpus = source.kernels.select("pid", "device").n_unique()
     if n_gpus > 1 and not arrived.is_empty():
-        matched, _ = match(with_rank(arrived, Path(source.trace.path).name), n_ranks=n_gpus)
+        matched = rows if n_ranks == n_gpus and rows is not None else match(
+            with_rank(arrived, Path(source.trace.path).name), n_ranks=n_gpus)[0]  # fmt: skip
     return critical_path(source, windows, kept, matched, asked)
 
 
@@ -452,15 +455,25 @@ def _with_detail(
     )
 
 
+#: :func:`_collectives`: arrivals, busy, the collectives, and (ranks, instances) of the match
+_Matched = tuple[pl.DataFrame, pl.DataFrame, Collectives,
+                 tuple[int, pl.DataFrame | None]]  # fmt: skip
+
+
 def _collectives(in_window: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFrame, name: str,
-                 n_gpus: int) -> tuple[pl.DataFrame, pl.DataFrame, Collectives]:  # fmt: skip
+                 n_gpus: int) -> _Matched:  # fmt: skip
     """The window's matchable communication kernels, each GPU's ⋃compute ∩ ⋃comm (``busy``,
-    passed through), and the collectives matched across the file's GPUs (none with one GPU)."""
+    passed through), and the collectives matched across the file's GPUs (none with one GPU);
+    the matched instances too, so the critical path does not match them again."""
     arrived = arrivals(in_window, windows)
     if n_gpus < 2:
-        return arrived, busy, Collectives.none()
-    return arrived, busy, summarize(with_rank(arrived, name), with_rank(busy, name),
-                                    pl.DataFrame(), n_ranks=n_gpus)  # fmt: skip
+        return arrived, busy, Collectives.none(), (n_gpus, None)
+    ranked = with_rank(arrived, name)
+    rows = None if ranked.is_empty() else match(ranked, n_gpus)
+    matched = summarize(ranked, with_rank(busy, name), pl.DataFrame(), n_ranks=n_gpus,
+                        matched=rows)  # fmt: skip
+    return arrived, busy, matched, (n_gpus, None if rows is None else rows[0])
+
 
 
 def _launches(source: ClassifiedTrace) -> Launches:

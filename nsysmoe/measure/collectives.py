@@ -323,10 +323,13 @@ def aligned_by_ends(table: pl.DataFrame, n_ranks: int | None = None) -> pl.DataF
 
 
 def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
-              align: bool = False, n_ranks: int | None = None) -> Collectives:  # fmt: skip
+              align: bool = False, n_ranks: int | None = None,
+              matched: tuple[pl.DataFrame, pl.DataFrame] | None = None
+              ) -> Collectives:  # fmt: skip
     """Match, split and name the straggler over every rank's arrivals (times on one clock);
     with ``align``, each rank's clock is first corrected so its collectives end with the
-    others' (:func:`aligned_by_ends`), and the corrections join ``offsets``."""
+    others' (:func:`aligned_by_ends`), and the corrections join ``offsets``. ``matched``:
+    ``match(table, n_ranks)`` when the caller has it already (not with ``align``)."""
     n_ranks = table["rank"].n_unique() if n_ranks is None else n_ranks
     if table.is_empty() or n_ranks < 2:
         return Collectives.none(offsets)
@@ -340,7 +343,7 @@ def summarize(table: pl.DataFrame, busy: pl.DataFrame, offsets: pl.DataFrame,
             .with_columns(shift).drop("correction_ns")
         base = offsets if not offsets.is_empty() else corr.select("rank")
         offsets = base.join(corr, on="rank", how="left")
-    rows, missing = match(table, n_ranks)
+    rows, missing = match(table, n_ranks) if matched is None or align else matched
     under = compute_by_rank(busy)
     waits, named = wait_split(rows, under), stragglers(rows)
     return Collectives(

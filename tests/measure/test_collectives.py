@@ -175,6 +175,21 @@ def test_wait_transfer_and_straggler_equal_brute_force(ranks) -> None:
     assert got_s == strag
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(rank, min_size=2, max_size=4))
+def test_a_match_passed_in_gives_the_same_collectives(ranks) -> None:
+    """The pipeline matches once and hands the instances to ``summarize`` (the critical path
+    reuses them): the figures are those ``summarize`` finds matching by itself."""
+    a, b = tables(ranks)
+    if a.is_empty():
+        return
+    own = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks))
+    given = summarize(a, b, pl.DataFrame(), n_ranks=len(ranks), matched=match(a, len(ranks)))
+    for field in ("waits", "rank_totals", "stragglers", "incomplete"):
+        assert getattr(given, field).equals(getattr(own, field)), field
+    assert given.matched == own.matched
+
+
 def test_rank_total_counts_time_two_channels_share_once() -> None:
     """r0 waits in both channels over [0, 8) at once: 8 ns in all, not the channels' 16."""
     ranks = [([("ep.dispatch", "a", 0, 0, 10), ("nccl.allreduce", "n", 0, 0, 12)], [(9, 20)]),
