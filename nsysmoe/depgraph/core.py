@@ -12,6 +12,7 @@ keeps its measured time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +20,10 @@ import numpy as np
 from numba import njit
 
 NO_EDGE = -1
+INT64_MIN = -(2**63)
 
 
-def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _kernel(fn: Callable[..., Any]) -> Any:
     """``fn`` compiled without the GIL and cached on disk (in the user cache dir where the
     package's folder is read-only); compiled anew in each process where no cache dir can be
     written at all, rather than not at all."""
@@ -31,15 +33,45 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
         return njit(cache=False, nogil=True)(fn)
 
 
-@_compiled
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`_kernel`, called with every array argument read-only: numba compiles once per
+    argument type, and a writable array is another type than a read-only one (which polars
+    hands out), so without this a pass is compiled twice or more on a first run."""
+    jitted = _kernel(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        return jitted(*(_frozen(a) if isinstance(a, np.ndarray) else a for a in args))
+
+    call.jitted = jitted  # type: ignore[attr-defined]
+    return call
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Kahn's order of the events (predecessors first). Where a cycle stops it (only possible
     among zero-weight edges at one instant, in inconsistent data), its earliest held event is
-    released and the order goes on from there."""
+    released (the first in time order, then by number) and the order goes on from there."""
+    return _topological_order(indptr, src, np.argsort(t, kind="stable"))
+
+
+@_compiled
+def _topological_order(indptr: np.ndarray, src: np.ndarray, by_time: np.ndarray) -> np.ndarray:
+    """:func:`topological_order`, given the events in time order (sorted by numpy, outside:
+    numba's sort costs seconds of compile time for a branch inconsistent data alone takes)."""
     n = indptr.size - 1
     m = src.size
     indeg = np.empty(n, np.int32)
-    out_start = np.zeros(n + 1, np.int64)
+    out_start = np.empty(n + 1, np.int64)
+    for v in range(n + 1):
+        out_start[v] = 0
     for v in range(n):
         indeg[v] = indptr[v + 1] - indptr[v]
     for e in range(m):
@@ -47,7 +79,9 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
     for v in range(n):
         out_start[v + 1] += out_start[v]
     succ = np.empty(m, np.int32)
-    fill = out_start[:-1].copy()
+    fill = np.empty(n, np.int64)  # a loop, not a slice copy: a fraction of the compile time
+    for v in range(n):
+        fill[v] = out_start[v]
     for v in range(n):
         for e in range(indptr[v], indptr[v + 1]):
             u = src[e]
@@ -60,8 +94,7 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
         if indeg[v] == 0:
             order[tail] = v
             tail += 1
-    forced = np.empty(0, np.int64)
-    f = 0
+    f = 0  # events before by_time[f] are all released: a held event's count never grows
     while True:
         while head < tail:
             u = order[head]
@@ -76,12 +109,9 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
             break
         # a cycle (zero-weight edges at one instant, in inconsistent data) holds the rest:
         # release its earliest event and go on, so only the cycle's edges are broken
-        if forced.size == 0:
-            rest = np.nonzero(indeg > 0)[0]
-            forced = rest[np.argsort(t[rest], kind="mergesort")]
-        while indeg[forced[f]] <= 0:
+        while indeg[by_time[f]] <= 0:
             f += 1
-        v = forced[f]
+        v = by_time[f]
         indeg[v] = 0
         order[tail] = v
         tail += 1
@@ -97,11 +127,16 @@ def settle(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
     possible only among zero-weight edges at one instant) is not followed: a binding edge
     always comes from an earlier event, so a walk back along them ends."""
     n = indptr.size - 1
-    bind = np.full(n, NO_EDGE, np.int64)
-    delay = np.zeros(n, np.int64)
-    done = np.zeros(n, np.bool_)
-    for v in order:
-        best = np.iinfo(np.int64).min
+    bind = np.empty(n, np.int64)
+    delay = np.empty(n, np.int64)
+    done = np.empty(n, np.bool_)
+    for v in range(n):  # loops, not np.full / np.zeros: less to compile
+        bind[v] = NO_EDGE
+        delay[v] = 0
+        done[v] = False
+    for i in range(order.size):
+        v = order[i]
+        best = INT64_MIN
         b = NO_EDGE
         for e in range(indptr[v], indptr[v + 1]):
             if not done[src[e]]:
@@ -125,13 +160,16 @@ def replay(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
     ``order`` are not followed (as in :func:`settle`)."""
     n = indptr.size - 1
     out = np.empty(n, np.int64)
-    done = np.zeros(n, np.bool_)
-    for v in order:
+    done = np.empty(n, np.bool_)
+    for v in range(n):
+        done[v] = False
+    for i in range(order.size):
+        v = order[i]
         done[v] = True
         if bind[v] == NO_EDGE:
             out[v] = t[v]
             continue
-        best = np.iinfo(np.int64).min
+        best = INT64_MIN
         for e in range(indptr[v], indptr[v + 1]):
             if not done[src[e]]:
                 continue
@@ -142,12 +180,13 @@ def replay(order: np.ndarray, indptr: np.ndarray, src: np.ndarray, w: np.ndarray
     return out
 
 
-@_compiled
+@_kernel
 def _grow(a: np.ndarray, k: int) -> np.ndarray:
     if k < a.size:
         return a
     b = np.empty(2 * a.size, a.dtype)
-    b[: a.size] = a
+    for i in range(a.size):  # a loop, not a slice assignment: a third of walk's compile time
+        b[i] = a[i]
     return b
 
 
@@ -243,12 +282,16 @@ def thread_pairs(order: np.ndarray, group: np.ndarray, start: np.ndarray, end: n
 def by_destination(dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A stable counting sort of edges by destination event: the permutation, and ``indptr``
     (edges of event v at positions indptr[v]..indptr[v+1])."""
-    indptr = np.zeros(n + 1, np.int64)
+    indptr = np.empty(n + 1, np.int64)
+    for v in range(n + 1):
+        indptr[v] = 0
     for e in range(dst.size):
         indptr[dst[e] + 1] += 1
     for v in range(n):
         indptr[v + 1] += indptr[v]
-    fill = indptr[:-1].copy()
+    fill = np.empty(n, np.int64)
+    for v in range(n):
+        fill[v] = indptr[v]
     perm = np.empty(dst.size, np.int64)
     for e in range(dst.size):
         perm[fill[dst[e]]] = e
@@ -270,13 +313,5 @@ def warm() -> None:
     cat = np.zeros(1, np.int16)
     walk(np.array([1], np.int64), np.array([0], np.int64), t, src, w, kind, bind, cat,
          np.array([-1], np.int64), np.array([-1], np.int64), 0, 1, True)
-    for frozen in (False, True):  # the analysis passes arrays polars made read-only
-        two = [np.array([0, 1], np.int64), np.array([0, 0], np.int64), t.copy(), t + 1]
-        ends = np.array([1], np.int64)
-        if frozen:
-            for a in (*two, ends):
-                a.setflags(write=False)
-        thread_pairs(*two)
-        walk(ends, ends - 1, t, src, w, kind, bind, cat, np.array([-1], np.int64),
-             np.array([-1], np.int64), 0, 1, True)
+    thread_pairs(np.array([0, 1], np.int64), np.array([0, 0], np.int64), t, t + 1)
     by_destination(np.array([1], np.int64), 2)

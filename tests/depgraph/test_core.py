@@ -434,3 +434,49 @@ def test_zero_length_rows_at_one_instant_replay_exactly():
     order = core.topological_order(g.indptr, g.src, g.t)
     bind, delay = core.settle(order, g.indptr, g.src, g.w, g.t)
     assert core.replay(order, g.indptr, g.src, g.w, g.t, bind, delay).tolist() == g.t.tolist()
+
+
+def ref_order_with_cycles(n: int, edges: list[tuple[int, int]], t: list[int]) -> list[int]:
+    """Kahn's order by hand (a FIFO queue, events in number order at the start and in edge
+    order as they free up); where every held event waits on a cycle, the one earliest in
+    time, then lowest in number, is released."""
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    by_dst = sorted(range(len(edges)), key=lambda i: edges[i][1])  # CSR order: by destination
+    for i in by_dst:
+        s, d = edges[i]
+        indeg[d] += 1
+    for v in range(n):  # successors in the order the CSR lists the edges (by destination)
+        for i in by_dst:
+            if edges[i][1] == v:
+                succ[edges[i][0]].append(v)
+    queue = [v for v in range(n) if indeg[v] == 0]
+    order: list[int] = []
+    while len(order) < n:
+        while queue:
+            u = queue.pop(0)
+            order.append(u)
+            for v in succ[u]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    queue.append(v)
+        if len(order) < n:
+            v = min((x for x in range(n) if indeg[x] > 0), key=lambda x: (t[x], x))
+            indeg[v] = 0
+            queue.append(v)
+    return order
+
+
+@EXAMPLES
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.just(n),
+    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda e: e[0] != e[1]),
+             max_size=3 * n),
+    st.lists(st.integers(0, 4), min_size=n, max_size=n))))  # fmt: skip
+def test_topological_order_releases_the_earliest_held_event_of_a_cycle(case):
+    """Graphs with cycles (times that cannot order them): the order is Kahn's, and where a
+    cycle holds every remaining event, the earliest (then lowest-numbered) is released."""
+    n, edges, t = case
+    indptr, src, w, _ = csr(n, [(s, d, 0, 0) for s, d in edges])
+    order = core.topological_order(indptr, src, np.array(t, np.int64))
+    assert order.tolist() == ref_order_with_cycles(n, edges, t)
