@@ -23,6 +23,7 @@ import polars as pl
 from nsysmoe import ab, pipeline, result_cache
 from nsysmoe.ab.evidence import with_acceptance
 from nsysmoe.ab.ranks import compare_runs
+from nsysmoe.ab.side import measure_side
 from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.depgraph.build import DepGraph
@@ -34,7 +35,7 @@ from nsysmoe.measure import acceptance as measure_acceptance
 from nsysmoe.measure import lanes
 from nsysmoe.measure.kernels import kernel_table
 from nsysmoe.measure.steps import detect_steps
-from nsysmoe.model import STEADY, Scope, Span, Trace
+from nsysmoe.model import STEADY, ClassifiedTrace, Scope, Span, Trace, WindowChoice
 from nsysmoe.parallel import Executor, map_files
 from nsysmoe.peers import compat_analysis, profiler_step_names
 from nsysmoe.ranks import run_analysis
@@ -60,6 +61,8 @@ from nsysmoe.results import (
     CompatRun,
     RanksAnalysis,
     RanksComparison,
+    Side,
+    Steps,
     TraceAnalysis,
 )
 
@@ -250,15 +253,24 @@ def _compare(
     off: TraceLike, on: TraceLike, *, rules: RuleSet | None, scope: Scope,
     cache_dir: str | Path | None, vary: tuple[str, ...], labels: tuple[str, str] | None,
 ) -> Comparison:  # fmt: skip
-    with ThreadPoolExecutor(max_workers=2) as pool:  # readers and polars release the GIL
-        traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
-        src = tuple(pool.map(partial(pipeline.prepare, rules=rules, rank=scope.rank), traces))
-        steps = tuple(pool.map(lambda s: detect_steps(s.trace, scope.step_pattern), src))
+    def read(path: TraceLike) -> tuple[ClassifiedTrace, Steps]:
+        src = pipeline.prepare(_trace(path, cache_dir=cache_dir), rules=rules, rank=scope.rank)
+        return src, detect_steps(src.trace, scope.step_pattern)
+
+    def measure(src: ClassifiedTrace, steps: Steps, choice: WindowChoice, label: str
+                ) -> tuple[TraceAnalysis, Side]:  # fmt: skip
+        analysis = pipeline.analyze_trace(src, scope=scope, steps=steps, choice=choice)
+        return analysis, measure_side(label, analysis)
+
+    # each side read, classified and measured in a thread of its own (readers and polars
+    # release the GIL), its side facts taken as soon as its analysis is done; the two meet
+    # only where they must: the common window, and the comparison
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        src, steps = zip(*pool.map(read, (off, on)), strict=True)
         choices = pipeline.common_windows((src[0], src[1]), (steps[0], steps[1]), scope)
-        a, b = pool.map(lambda s, st, ch: pipeline.analyze_trace(s, scope=scope, steps=st,
-                                                                 choice=ch),
-                        src, steps, choices)  # fmt: skip
-    return ab.compare(a, b, steps=(steps[0], steps[1]), vary=tuple(vary), labels=labels)
+        (a, side_a), (b, side_b) = pool.map(measure, src, steps, choices, ("off", "on"))
+    return ab.compare(a, b, steps=(steps[0], steps[1]), vary=tuple(vary), labels=labels,
+                      sides=(side_a, side_b))
 
 
 def _detach(c: Comparison) -> Comparison:

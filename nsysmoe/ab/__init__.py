@@ -19,7 +19,7 @@ from nsysmoe.ab.metrics import (
     top_nvtx_changes,
 )
 from nsysmoe.ab.per_rank import with_per_rank
-from nsysmoe.ab.side import measure_side
+from nsysmoe.ab.side import Side, measure_side
 from nsysmoe.ab.variables import labels as side_labels
 from nsysmoe.ab.verdict import JUDGED, judge, noise_floor
 from nsysmoe.results import Comparison, Steps, TraceAnalysis
@@ -33,15 +33,20 @@ def compare(
     step_pattern: str | None = None,
     vary: tuple[str, ...] = (),
     labels: tuple[str, str] | None = None,
+    sides: tuple[Side, Side] | None = None,
 ) -> Comparison:
     """The A/B of two analyses measured over their common window (both must carry their source;
     with the ``steps`` they were measured with, a multi-process side's ranks need not detect
     them again with ``step_pattern``): the metric rows, each with its per-rank values
     (:mod:`nsysmoe.ab.per_rank`), and the contract with its variable under test (``vary``: the
     ``--vary`` names), the sides called ``labels`` (default: from the variable, else the file
-    names)."""
-    with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: sides overlap
-        a, b = pool.map(measure_side, ("off", "on"), (off, on))
+    names); ``sides``: :func:`measure_side` of each, when the caller took them already (each
+    right after its own analysis, while the other side's was still running)."""
+    if sides is not None:
+        a, b = sides
+    else:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL
+            a, b = pool.map(measure_side, ("off", "on"), (off, on))
     sets = both_settings(a, b)
     variables, note = variables_of(a, b, vary, sets)
     name_off, name_on = side_labels(variables, (off.path, on.path), labels)
