@@ -2,13 +2,18 @@
 
 A refactor that must change no number runs ``python dev/golden.py record DIR`` before it moves
 anything and ``python dev/golden.py check DIR`` after; ``check`` lists every output that differs.
-Outputs hold absolute paths, so record and check from the same checkout location.
+Outputs hold absolute paths, so record and check from the same checkout location (or, from a
+worktree, with ``NSYSMOE_SHARED`` and ``NSYSMOE_BENCH_WORK`` pointing at the same folders).
+Where the speed bench has generated its exports (``bench/.work/full``), their reports are cases
+too (OFF, ON, LIGHT, their A/B and the 8-GPU SCALE export: a speed change must not move a
+number of a million-kernel trace either). A last argument REGEX keeps only the cases it matches.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("NSYSMOE_SHARED", ROOT.parent / "shared"))
 T = SHARED / "traces"
+BENCH = Path(os.environ.get("NSYSMOE_BENCH_WORK", ROOT / "bench" / ".work" / "full"))
 FORMATS = ("json", "markdown", "terminal")
 
 
@@ -69,6 +75,13 @@ def cases() -> dict[str, list[str]]:
     for name, args in (("ab", ex), ("many", [str(T / "nsys/nccl-allreduce-6ranks"), "--jobs", "1"]),
                        ("one", [str(T / "nsys/nersc-ddp-4gpu-baseline.sqlite")])):
         c[f"plot-{name}"] = ["analyze", *args, "--format", "markdown", "--plot", PLOTS + name]
+    bench = {"off": ["moe-off.sqlite"], "on": ["moe-on.sqlite"], "light": ["moe-light.sqlite"],
+             "ab": ["moe-off.sqlite", "moe-on.sqlite"], "scale": ["gpus/moe-8gpu.sqlite"]}
+    for name, files in bench.items():
+        if all((BENCH / f).exists() for f in files):
+            for f in ("json", "markdown"):
+                c[f"bench-{name}-{f}"] = ["analyze", *(str(BENCH / x) for x in files),
+                                          "--format", f]  # fmt: skip
     c["api"] = ["@api", API]
     c["err-missing"] = ["analyze", "/nonexistent.sqlite"]
     c["err-window"] = ["analyze", ex[0], "--window", "5s:1s"]
@@ -104,13 +117,15 @@ def run(args: list[str]) -> bytes:
 
 
 def main() -> int:
-    if len(sys.argv) != 3 or sys.argv[1] not in ("record", "check"):
-        print("usage: python dev/golden.py record|check DIR", file=sys.stderr)
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("record", "check"):
+        print("usage: python dev/golden.py record|check DIR [REGEX]", file=sys.stderr)
         return 2
     mode, out = sys.argv[1], Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
-    for name, args in cases().items():
+    chosen = {n: a for n, a in cases().items()
+              if len(sys.argv) == 3 or re.search(sys.argv[3], n)}  # fmt: skip
+    for name, args in chosen.items():
         got = run(args)
         path = out / f"{name}.txt"
         if mode == "record":
@@ -122,7 +137,7 @@ def main() -> int:
             digest = hashlib.sha256(got).hexdigest()[:12]
             path.with_suffix(".new").write_bytes(got)
             print(f"DIFFERS {name} (new output: {path.with_suffix('.new')}, {digest})")
-    total = len(cases())
+    total = len(chosen)
     print(f"{mode}: {total} outputs" + (f", {bad} differ" if mode == "check" else ""))
     return 1 if bad else 0
 
