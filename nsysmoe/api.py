@@ -253,8 +253,8 @@ def _compare(
     off: TraceLike, on: TraceLike, *, rules: RuleSet | None, scope: Scope,
     cache_dir: str | Path | None, vary: tuple[str, ...], labels: tuple[str, str] | None,
 ) -> Comparison:  # fmt: skip
-    def read(path: TraceLike) -> tuple[ClassifiedTrace, Steps]:
-        src = pipeline.prepare(_trace(path, cache_dir=cache_dir), rules=rules, rank=scope.rank)
+    def prepared(trace: Trace) -> tuple[ClassifiedTrace, Steps]:
+        src = pipeline.prepare(trace, rules=rules, rank=scope.rank)
         return src, detect_steps(src.trace, scope.step_pattern)
 
     def measure(src: ClassifiedTrace, steps: Steps, choice: WindowChoice, label: str
@@ -262,11 +262,14 @@ def _compare(
         analysis = pipeline.analyze_trace(src, scope=scope, steps=steps, choice=choice)
         return analysis, measure_side(label, analysis)
 
-    # each side read, classified and measured in a thread of its own (readers and polars
-    # release the GIL), its side facts taken as soon as its analysis is done; the two meet
-    # only where they must: the common window, and the comparison
+    # both files read first (a file that cannot be read is said before any work on the other),
+    # then each side classified and measured in a thread of its own (readers and polars release
+    # the GIL), its side facts taken as soon as its analysis is done; the two meet only where
+    # they must: the common window, and the comparison
     with ThreadPoolExecutor(max_workers=2) as pool:
-        src, steps = zip(*pool.map(read, (off, on)), strict=True)
+        traces = list(pool.map(partial(_trace, cache_dir=cache_dir), (off, on)))
+        src, steps = zip(*pool.map(prepared, traces), strict=True)
+        del traces
         choices = pipeline.common_windows((src[0], src[1]), (steps[0], steps[1]), scope)
         (a, side_a), (b, side_b) = pool.map(measure, src, steps, choices, ("off", "on"))
     return ab.compare(a, b, steps=(steps[0], steps[1]), vary=tuple(vary), labels=labels,

@@ -40,10 +40,12 @@ def compare(
     them again with ``step_pattern``): the metric rows, each with its per-rank values
     (:mod:`nsysmoe.ab.per_rank`), and the contract with its variable under test (``vary``: the
     ``--vary`` names), the sides called ``labels`` (default: from the variable, else the file
-    names); ``sides``: :func:`measure_side` of each, when the caller took them already (each
-    right after its own analysis, while the other side's was still running)."""
+    names); ``sides``: :func:`measure_side` of ``off`` and ``on``, when the caller took them
+    already (each right after its own analysis, while the other side's was still running)."""
     if sides is not None:
         a, b = sides
+        if a.analysis is not off or b.analysis is not on:
+            raise ValueError("sides: measure_side of off and on, in that order")
     else:
         with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL
             a, b = pool.map(measure_side, ("off", "on"), (off, on))
