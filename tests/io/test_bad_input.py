@@ -120,6 +120,14 @@ def test_missing_path() -> None:
     assert_one_line_error(proc, "no such file")
 
 
+def test_ab_says_the_unreadable_file_before_any_work_on_the_other() -> None:
+    """Both sides of an A/B are read before either is classified: a missing ON file is the
+    error even where OFF would fail later (no rank 7 in it)."""
+    off, _ = example_paths()
+    proc = run_cli("analyze", off, "/nonexistent/on.sqlite", "--rank", "7")
+    assert_one_line_error(proc, "/nonexistent/on.sqlite", "no such file")
+
+
 @pytest.mark.parametrize("name", [b"bad\xff\xfe.sqlite", b"q?h#p%25 s.sqlite",
                                   "ünï ☃.sqlite".encode()], ids=["not-utf8", "uri-chars", "utf8"])
 def test_any_file_name_opens_that_file(name: bytes, tmp_path: Path) -> None:
