@@ -204,3 +204,50 @@ def test_narrow_window_builds_only_its_iterations_graph(graphs: list[DepGraph]) 
     assert g.n_rows[0] <= 3 * len(PIDS) * 3 < trace.kernels.height
     assert g.n_rows[2] < trace.runtime.height
     assert cp.edges["launch"] == g.n_rows[0]
+
+
+# --- the critical path takes the collectives job's match only where it matched as many ranks --
+
+
+def _facts(cp: CriticalPath | None) -> tuple:
+    assert cp is not None
+    return (cp.composition, cp.edges, cp.per_rank.to_dicts(),
+            [(w.scenario, w.predicted_step_ns) for w in cp.what_if])  # fmt: skip
+
+
+def test_critical_path_reuses_the_match_only_over_as_many_ranks() -> None:
+    """The collectives job matches over the GPUs of the window's table; the critical path over
+    the GPUs that ran kernels. Its match is reused where the two counts agree (then the
+    instances passed decide the path's collective edges), and matched again where they do not
+    (then a bogus match passed in changes nothing)."""
+    from concurrent.futures import Future
+
+    from nsysmoe import pipeline
+    from nsysmoe.measure.collectives import arrivals, match, with_rank
+    from nsysmoe.measure.steps import process_windows
+    from nsysmoe.model import STEADY
+
+    trace, _ = two_ranks(slow=1.5)
+    src, steps = pipeline.prepare_with_steps(trace)
+    assert steps is not None
+    choice = pipeline.choose(steps, STEADY.window, pipeline.origin_of(src))
+    kept = list(choice.kept)
+    windows = process_windows(steps, kept)
+    in_window, _ = pipeline._window_kernels(src.kernels, choice.window)
+    arrived = arrivals(in_window, windows)
+    n = src.kernels.select("pid", "device").n_unique()
+    rows = match(with_rank(arrived, trace.path), n)[0]
+    assert n == 2 and len(rows) > 0
+
+    def job(n_ranks: int, instances: pl.DataFrame) -> Future:
+        f: Future = Future()
+        f.set_result((arrived, None, None, (n_ranks, instances)))
+        return f
+
+    want = _facts(pipeline._critical_path(src, windows, kept, job(n, rows), ()))
+    assert want[1].get("collective", 0) > 0  # the path crosses ranks at collectives
+    bogus = rows.head(0)  # no instance matched: no collective edge at all
+    # reused where the counts agree: the bogus match shows
+    assert _facts(pipeline._critical_path(src, windows, kept, job(n, bogus), ())) != want
+    # matched again where they differ: the bogus match changes nothing
+    assert _facts(pipeline._critical_path(src, windows, kept, job(n + 1, bogus), ())) == want
