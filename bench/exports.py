@@ -75,6 +75,7 @@ class Exports:
     rank_kernels: int  # kernels in one rank file
     scaling: dict[Path, int]  # scaling export -> its kernel rows (``off`` among them)
     gpus: Path | None  # the 8-GPU scale export (None: not asked for)
+    gpu_count: int  # its processes (one GPU each)
     gpus_counts: dict[str, int]  # rows per table of ``gpus``
     generated: int  # files generated this time
     seconds: float  # time spent generating / checking
@@ -157,6 +158,7 @@ def make_exports(sizes: Sizes, work: Path, scale: bool = True) -> Exports:
         rank_kernels=counts[ranks[0]][KERNELS],
         scaling={p: counts[p][KERNELS] for p in scale_paths},
         gpus=gpus,
+        gpu_count=sizes.gpus,
         gpus_counts=counts[gpus] if gpus is not None else {},
         generated=sum(g for g, _ in made),
         seconds=time.perf_counter() - t0,

@@ -296,6 +296,8 @@ def compile_steps(plan: Plan, scratch: Path, help_text: str) -> None:
         for key in ("compile.first", "compile.cached"):
             run = measure([PY, "-c", COMPILE], env=env, capture=True)
             try:  # the warm-up's own seconds, not the interpreter's start and imports
+                if run.rc != 0:
+                    raise ValueError(run.rc)
                 out[key] = replace(run, seconds=float(run.stdout.split()[-1]))
             except (ValueError, IndexError):
                 out[key] = failure(run)
@@ -514,7 +516,7 @@ def report(
         g = ex.gpus_counts
         print(
             f"SCALE = {ex.gpus.relative_to(ex.gpus.parent.parent)}: LIGHT's generator and NVTX "
-            f"density on 8 GPUs (8 processes): {g[KERNELS]:,} kernels, "
+            f"density on {ex.gpu_count} GPUs ({ex.gpu_count} processes): {g[KERNELS]:,} kernels, "
             f"{g['CUPTI_ACTIVITY_KIND_RUNTIME']:,} CUDA API rows, {g['NVTX_EVENTS']:,} NVTX rows, "
             f"{ex.gpus.stat().st_size / 1e9:.2f} GB"
         )
@@ -726,7 +728,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, help="rounds (default 3, --quick 2)")
     parser.add_argument("--skip-peer", action="store_true", help="no nsys-ai / HTA (needs PyPI)")
     parser.add_argument("--skip-scaling", action="store_true",
-                        help="no scaling exports, no 8-GPU scale export")  # fmt: skip
+                        help="no scaling rows, no 8-GPU SCALE export or row")  # fmt: skip
     parser.add_argument(
         "--intervaltree", action="store_true", help="also time PyPI intervaltree (one run)"
     )
