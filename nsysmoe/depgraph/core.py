@@ -59,13 +59,20 @@ def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.
     """Kahn's order of the events (predecessors first). Where a cycle stops it (only possible
     among zero-weight edges at one instant, in inconsistent data), its earliest held event is
     released (the first in time order, then by number) and the order goes on from there."""
+    order = _topological_order(indptr, src, _NO_ORDER)
+    if order.size == indptr.size - 1:  # no cycle: the usual case, no sort
+        return order
     return _topological_order(indptr, src, np.argsort(t, kind="stable"))
+
+
+_NO_ORDER = np.zeros(0, np.int64)
 
 
 @_compiled
 def _topological_order(indptr: np.ndarray, src: np.ndarray, by_time: np.ndarray) -> np.ndarray:
     """:func:`topological_order`, given the events in time order (sorted by numpy, outside:
-    numba's sort costs seconds of compile time for a branch inconsistent data alone takes)."""
+    numba's sort costs seconds of compile time for a branch inconsistent data alone takes);
+    without them (empty ``by_time``), the order up to where a cycle stops it."""
     n = indptr.size - 1
     m = src.size
     indeg = np.empty(n, np.int32)
@@ -109,6 +116,8 @@ def _topological_order(indptr: np.ndarray, src: np.ndarray, by_time: np.ndarray)
             break
         # a cycle (zero-weight edges at one instant, in inconsistent data) holds the rest:
         # release its earliest event and go on, so only the cycle's edges are broken
+        if by_time.size == 0:
+            return order[:tail]
         while indeg[by_time[f]] <= 0:
             f += 1
         v = by_time[f]
