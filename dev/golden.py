@@ -2,8 +2,10 @@
 
 A refactor that must change no number runs ``python dev/golden.py record DIR`` before it moves
 anything and ``python dev/golden.py check DIR`` after; ``check`` lists every output that differs.
-Outputs hold absolute paths, so record and check from the same checkout location (or, from a
-worktree, with ``NSYSMOE_SHARED`` and ``NSYSMOE_BENCH_WORK`` pointing at the same folders).
+Outputs hold absolute paths, so record and check from the same checkout location (from a
+worktree, with ``NSYSMOE_SHARED`` and ``NSYSMOE_BENCH_WORK`` pointing at the same folders, the
+outputs that show the checkout's own paths, the packaged examples' and those shown relative to
+it, differ by those paths alone).
 Where the speed bench has generated its exports (``bench/.work/full``), their reports are cases
 too (OFF, ON, LIGHT, their A/B and the 8-GPU SCALE export: a speed change must not move a
 number of a million-kernel trace either). A last argument REGEX keeps only the cases it matches.
