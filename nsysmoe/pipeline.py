@@ -475,7 +475,6 @@ def _collectives(in_window: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFr
     return arrived, busy, matched, (n_gpus, None if rows is None else rows[0])
 
 
-
 def _launches(source: ClassifiedTrace) -> Launches:
     """The trace's shared launch join (its kernel rows are the classified kernels' rows)."""
     launches = launches_of(source.trace)
