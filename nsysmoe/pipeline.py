@@ -13,6 +13,7 @@ twice.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,7 +45,7 @@ from nsysmoe.measure.collectives import (
 )
 from nsysmoe.measure.critical_path import critical_path
 from nsysmoe.measure.dispatcher import dispatcher_of
-from nsysmoe.measure.graphs import graph_summary
+from nsysmoe.measure.graphs import combined, graph_summary
 from nsysmoe.measure.idle import (
     GAP_SCHEMA,
     OPS_SCHEMA,
@@ -82,6 +83,7 @@ from nsysmoe.model import STEADY, ClassifiedTrace, Scope, Trace, Window, WindowC
 from nsysmoe.results import (
     Collectives,
     CriticalPath,
+    Graphs,
     RankChoice,
     Steps,
     TraceAnalysis,
@@ -182,7 +184,7 @@ def analyze_trace(
     steps = detect_steps(source.trace, scope.step_pattern) if steps is None else steps
     choice = choose(steps, scope.window, origin) if choice is None else choice
     with ThreadPoolExecutor(max_workers=1) as side:
-        analysis = _measure_on(side, source, steps, choice, scope)
+        analysis = replace(_measure_on(side, source, steps, choice, scope), source=source)
     pids = analysis.gpus["pid"].unique()  # under --rank, the one process prepare() kept
     if scope.rank is None or len(pids) != 1:
         return analysis
@@ -221,7 +223,15 @@ def analyze_process(analysis: TraceAnalysis, pid: int, *, steps: Steps) -> Trace
     mine_steps = Steps(steps.table.filter(pl.col("pid") == pid), steps.pattern, steps.timeline,
                        steps.warnings)  # fmt: skip
     kept = sorted(analysis.iterations["step"].to_list())
-    return _summarize(source, mine_steps, analysis.window_choice, kept, tables)
+    window = analysis.window
+    in_window, seen = _window_kernels(source.kernels, window)
+    part = Part(tables, pl.DataFrame(), pl.DataFrame(), pl.DataFrame(), (pl.DataFrame(),) * 2,
+                in_window, seen, graph_summary(trace, source.kernels, window),
+                peer_copies(window.select(trace.memops)))  # fmt: skip
+    whole = Whole(trace, source.rules_source, origin_of(source),
+                  source.kernels.select("pid", "device").unique())  # fmt: skip
+    return replace(_summarize(whole, mine_steps, analysis.window_choice, kept, part),
+                   source=source)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -258,25 +268,50 @@ def _window_kernels(kernels: pl.DataFrame, window: Window) -> tuple[pl.DataFrame
     return in_window, seen
 
 
-def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: WindowChoice,
-                scope: Scope) -> TraceAnalysis:  # fmt: skip
-    """The full measure: every table of :func:`_summarize`, then the detail stage
-    (:func:`_with_detail`). The side thread's jobs are submitted first, so it starts while
-    this one measures the GPUs. The critical path is the side thread's last job: it starts
-    once the side's other jobs (and their working memory) are done, while this thread
+@dataclass(frozen=True)
+class Part:
+    """One process's measured GPU timelines (or the whole trace's, measured at once): its rows
+    of every per-GPU and per-process table and its share of the detail and whole-trace facts.
+    Concatenated over processes in pid order (:func:`merged`), each table is the one the whole
+    trace gives: every row is one GPU's or one process's alone."""
+
+    tables: _Tables
+    busy: pl.DataFrame  # per GPU, ⋃compute ∩ ⋃comm
+    judged: pl.DataFrame  # per step: host and dependency idle
+    idle_gaps: pl.DataFrame
+    phases: tuple[pl.DataFrame, pl.DataFrame]  # phase rows, layer rows
+    in_window: pl.DataFrame  # :func:`_window_kernels`
+    seen: pl.DataFrame
+    graphs: Graphs
+    peer_copies: tuple[int, int]  # peer-to-peer copies in the window: count, ns summed
+
+
+def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: WindowChoice,
+                 scope: Scope, *, pid: int | None = None, unique: bool | None = None,
+                 cross: Callable[[pl.DataFrame, pl.DataFrame, int], None] | None = None
+                 ) -> Part:  # fmt: skip
+    """The GPU timelines of ``source`` (the whole trace, or process ``pid``'s alone, measured
+    in its own iterations of ``steps``), on both threads: the NVTX-side work (range totals, OOM
+    markers, phase tables) and the channel sweeps per iteration on ``side``, the unions, idle
+    gaps and channel table on this one. ``unique``:
+    whether the whole trace's launch join is one to one (a process's alone may be; default:
+    this source's). ``cross(in_window, busy)`` is called once both are known, so the caller
+    can start the cross-GPU jobs (collectives, critical path) on ``side`` while this thread
     measures the idle gaps (started first, beside the reader's tables, it added a quarter to
-    the bench export's peak memory)."""
+    the bench export's peak memory); its third argument is the number of GPUs measured."""
     trace, kernels, window = source.trace, source.kernels, choice.window
-    _check_window(source, window)
     kept = list(choice.kept)
+    if pid is not None:
+        steps = replace(steps, table=steps.table.filter(pl.col("pid") == pid))
     launches = _launches(source)
+    unique = launches.unique if unique is None else unique
     nvtx_job = side.submit(process_nvtx_totals, trace.nvtx, choice.cpu_window,
                            normalize=not scope.raw_nvtx)  # fmt: skip
     markers_job = side.submit(walls.oom_markers, trace.nvtx)
     launched = launches.kernels.select("api_tid", "api_start", "api_end")
     phases_job = side.submit(phase_tables, kernels, trace.runtime, trace.nvtx, window,
                              phase_pattern(scope.phase),
-                             launched=launched if launches.unique else None)  # fmt: skip
+                             launched=launched if unique else None)  # fmt: skip
     in_window, seen = _window_kernels(kernels, window)
     windows = process_windows(steps, kept)  # each process's own iteration windows
     # the kernels as both channel sweeps read them, coded once, on the side thread; the future
@@ -285,13 +320,8 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     pci_job = side.submit(lambda job: process_channel_iterations(job.result(), windows),
                           coded_job)  # fmt: skip
     gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
-    collectives_job = side.submit(_collectives, in_window, windows, busy,
-                                  Path(trace.path).name, len(gpus))  # fmt: skip
-    # the critical path, last on the side thread: it starts once the side's other jobs (and
-    # their working memory) are done, while this thread measures the idle gaps
-    walk = scope.critical_path and choice.timeline == "gpu"  # GPU ops bound a path
-    path_job = side.submit(_critical_path, source, windows, kept, collectives_job,
-                           scope.what_if) if walk else None  # fmt: skip
+    if cross is not None:
+        cross(in_window, busy, len(gpus))
     ops = launches.ops.select(list(OPS_SCHEMA))
     window_ops = window.select(ops.lazy())  # read only per GPU (its span): no copy of the ops
     timeline_gaps = gaps(ops, launch=True)  # the whole timeline's gaps, the window's cut
@@ -313,10 +343,89 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
     del coded_job  # its arrays go once the side thread's sweep is done with them
     tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
-    core = _summarize(source, steps, choice, kept, tables, in_window, seen)
-    detail = _with_detail(core, judged, idle_gaps, phases_job.result(),
-                          collectives_job.result()[:3])  # fmt: skip
-    path = None if path_job is None else path_job.result()
+    return Part(tables, busy, judged, idle_gaps, phases_job.result(), in_window, seen,
+                graph_summary(trace, kernels, window), peer_copies(window.select(trace.memops)))
+
+
+def merged(parts: list[Part], recorded: dict[str, str]) -> Part:
+    """Processes' parts (in pid order) as the whole trace's (``recorded``: its graph trace
+    options)."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(get: Callable[[Part], pl.DataFrame]) -> pl.DataFrame:
+        # every column materialised, as in a table of all GPUs at once: one-row parts of
+        # equal values stack into a constant ("scalar") column, which polars divides by as a
+        # multiplication by its reciprocal (a share of the span moved in the 16th digit)
+        df = pl.concat([get(p) for p in parts], rechunk=True)
+        return pl.DataFrame([df.to_series(i) for i in range(df.width)])
+
+    tables = _Tables(*(cat(lambda p, f=f: getattr(p.tables, f))  # type: ignore[misc]
+                       for f in ("gpus", "classes", "channels", "nvtx_by_process")),
+                     {k: v for p in parts for k, v in p.tables.markers.items()},
+                     cat(lambda p: p.tables.by_process),
+                     cat(lambda p: p.tables.channels_by_process))  # fmt: skip
+    judged = cat(lambda p: p.judged)
+    judged = judged.group_by("step").agg(pl.exclude("step").sum()) if len(judged) else judged
+    seen = pl.DataFrame({c: [pl.concat([p.seen[c].explode() for p in parts]).unique()]
+                         for c in ("subclass", "name")})  # fmt: skip
+    return Part(
+        tables, cat(lambda p: p.busy), judged.select(parts[0].judged.columns),
+        cat(lambda p: p.idle_gaps),
+        (cat(lambda p: p.phases[0]), cat(lambda p: p.phases[1])),
+        cat(lambda p: p.in_window), seen,
+        replace(combined([p.graphs for p in parts]), recorded=dict(recorded)),
+        (sum(p.peer_copies[0] for p in parts), sum(p.peer_copies[1] for p in parts)),
+    )  # fmt: skip
+
+
+def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: WindowChoice,
+                scope: Scope) -> TraceAnalysis:  # fmt: skip
+    """The full measure (:func:`measure_part` of the whole trace, then :func:`finish`). The
+    cross-GPU jobs go to the side thread once the GPUs' unions are known; the critical path is
+    its last job: it starts once the side's other jobs (and their working memory) are done,
+    while this thread measures the idle gaps."""
+    _check_window(source, choice.window)
+    kept = list(choice.kept)
+    windows = process_windows(steps, kept)  # each process's own iteration windows
+    jobs: list[Future] = []
+
+    def cross(in_window: pl.DataFrame, busy: pl.DataFrame, n_gpus: int) -> None:
+        trace = source.trace
+        collectives_job = side.submit(_collectives, in_window, windows, busy,
+                                      Path(trace.path).name, n_gpus)  # fmt: skip
+        jobs.append(collectives_job)
+        walk = scope.critical_path and choice.timeline == "gpu"  # GPU ops bound a path
+        if walk:
+            jobs.append(side.submit(_critical_path, source, windows, kept, collectives_job,
+                                    scope.what_if))  # fmt: skip
+
+    part = measure_part(side, source, steps, choice, scope, cross=cross)
+    collectives = jobs[0].result()
+    path = jobs[1].result() if len(jobs) > 1 else None
+    facts = Whole(source.trace, source.rules_source, origin_of(source),
+                  source.kernels.select("pid", "device").unique())  # fmt: skip
+    return finish(facts, steps, choice, scope, part, collectives, path)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """What the summing-up reads of the whole trace besides the parts: its small tables and
+    facts (``trace``: its big tables may be empty), the rules' source, its first GPU activity
+    and its GPUs (pid, device) that ran kernels."""
+
+    trace: Trace
+    rules_source: str
+    origin: int
+    devices: pl.DataFrame
+
+
+def finish(whole: Whole, steps: Steps, choice: WindowChoice, scope: Scope, part: Part,
+           collectives: _Matched, path: CriticalPath | None) -> TraceAnalysis:  # fmt: skip
+    """The analysis the whole trace's part, its collectives and critical path add up to
+    (:func:`_summarize`, then :func:`_with_detail`; no ``source``: the caller sets it)."""
+    core = _summarize(whole, steps, choice, list(choice.kept), part)
+    detail = _with_detail(core, part.judged, part.idle_gaps, part.phases, collectives[:3])
     notes = () if path is None else path.notes
     if path is None and scope.what_if:
         why = ("--no-critical-path" if not scope.critical_path else
@@ -359,16 +468,12 @@ def _critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[in
     return critical_path(source, windows, kept, matched, asked)
 
 
-def _summarize(source: ClassifiedTrace, steps: Steps, choice: WindowChoice, kept: list[int],
-               tables: _Tables, in_window: pl.DataFrame | None = None,
-               seen: pl.DataFrame | None = None) -> TraceAnalysis:  # fmt: skip
-    """The analysis the tables add up to: totals, walls, the iteration and channel tables, the
-    trace's facts; the detail tables empty (:func:`_with_detail` fills them). ``in_window`` and
-    ``seen``: :func:`_window_kernels`, when taken already."""
-    trace, kernels, window = source.trace, source.kernels, choice.window
-    if in_window is None or seen is None:
-        in_window, seen = _window_kernels(kernels, window)
-    gpus, channels = tables.gpus, tables.channels
+def _summarize(whole: Whole, steps: Steps, choice: WindowChoice, kept: list[int], part: Part
+               ) -> TraceAnalysis:  # fmt: skip
+    """The analysis the part adds up to: totals, walls, the iteration and channel tables, the
+    trace's facts; the detail tables empty (:func:`_with_detail` fills them)."""
+    trace, tables = whole.trace, part.tables
+    gpus, channels, seen = tables.gpus, tables.channels, part.seen
     dispatcher = dispatcher_of(set(seen["subclass"].explode()), seen["name"].explode())
 
     def context(idle_host_ns: int, idle_ns: int, pid: int | None = None) -> walls.Context:
@@ -380,10 +485,12 @@ def _summarize(source: ClassifiedTrace, steps: Steps, choice: WindowChoice, kept
                                                     row["pid"]), tables.markers)
                       for row in gpus.iter_rows(named=True))  # fmt: skip
     total = totals(gpus)
-    iterations = iteration_table(kernels, trace.memops, steps, kept, per_process=tables.by_process)
+    no_kernels, no_memops = trace.kernels.clear(), trace.memops.clear()  # read from the parts
+    iterations = iteration_table(no_kernels, no_memops, steps, kept, per_process=tables.by_process)
     windows = process_windows(steps, kept)
-    step_channels = _step_channels(kernels, windows, iterations, tables.channels_by_process)
-    offset, basis = clock_offset(trace.session_start_ns, origin_of(source))
+    step_channels = _step_channels(whole.devices, windows, iterations,
+                                   tables.channels_by_process)  # fmt: skip
+    offset, basis = clock_offset(trace.session_start_ns, whole.origin)
     config = contract_config(trace.launch.command)
     return TraceAnalysis(
         path=trace.path,
@@ -391,18 +498,18 @@ def _summarize(source: ClassifiedTrace, steps: Steps, choice: WindowChoice, kept
         schema_version=trace.schema_version,
         product_version=trace.product_version,
         window_choice=choice,
-        rules_source=source.rules_source,
+        rules_source=whole.rules_source,
         gpus=gpus,
         classes=tables.classes,
         nvtx=totals_of(tables.nvtx_by_process),
-        unclassified=busiest_unclassified(in_window),
+        unclassified=busiest_unclassified(part.in_window),
         iterations=iterations,
         step_timeline=steps.timeline,
         gpu_walls=gpu_walls,
         wall=walls.trace_verdict(total.span_ns, total.idle_ns, total.exposed_ns, gpu_walls,
                                  context(int(gpus["idle_host_ns"].sum()), total.idle_ns)),
         totals=total,
-        graphs=graph_summary(trace, kernels, window),
+        graphs=part.graphs,
         channels=with_shares(channels, gpus),
         channel_totals=with_step_bounds(channel_totals(channels), step_channels),
         iteration_channels=step_channels,
@@ -424,8 +531,8 @@ def _summarize(source: ClassifiedTrace, steps: Steps, choice: WindowChoice, kept
         caveats=caveats(config, dispatcher),
         collectives=Collectives.none(),
         not_captured=dict(trace.not_captured),
-        warnings=trace.warnings + steps.warnings + peer_copy_note(window.select(trace.memops)),
-        source=source,
+        warnings=trace.warnings + steps.warnings + _peer_copy_note(*part.peer_copies),
+        source=None,
     )
 
 
@@ -483,26 +590,31 @@ def _launches(source: ClassifiedTrace) -> Launches:
     return launch_table(source.kernels, source.trace.memops, source.trace.runtime)
 
 
-def _step_channels(kernels: pl.DataFrame, windows: pl.DataFrame, iterations: pl.DataFrame,
+def _step_channels(devices: pl.DataFrame, windows: pl.DataFrame, iterations: pl.DataFrame,
                    per_process: pl.DataFrame) -> pl.DataFrame:  # fmt: skip
     """Per (iteration, channel), all GPUs together, with what is still on the table
-    (``windows``: each process's iteration windows; ``per_process``: their channel sums)."""
-    per_step = channel_iterations(kernels, windows, per_process=per_process)
-    devices = kernels.select("pid", "device").unique().group_by("pid").len("gpus")
+    (``devices``: the GPUs that ran kernels; ``windows``: each process's iteration windows;
+    ``per_process``: their channel sums)."""
+    per_step = channel_iterations(pl.DataFrame(), windows, per_process=per_process)
+    devices = devices.group_by("pid").len("gpus")
     gpus = windows.select("pid", "step").join(devices, on="pid").group_by("step").agg(
         pl.col("gpus").sum())  # the GPUs of the processes that ran the step
     return on_the_table(per_step, iterations, gpus)
 
 
-def peer_copy_note(memops: pl.DataFrame) -> tuple[str, ...]:
-    """Peer-to-peer copies move data between GPUs without a kernel: say they are not counted
-    as communication, so a report showing no communication is not misread."""
+def peer_copies(memops: pl.DataFrame) -> tuple[int, int]:
+    """The peer-to-peer copies among ``memops``: how many, and their time summed (ns).
+    Peer-to-peer copies move data between GPUs without a kernel: the report says they are not
+    counted as communication, so a report showing no communication is not misread."""
     p2p = memops.filter(pl.col("name").str.contains("PtoP"))
-    if p2p.is_empty():
+    return len(p2p), int((p2p["end"] - p2p["start"]).sum())
+
+
+def _peer_copy_note(n: int, total: int) -> tuple[str, ...]:
+    if not n:
         return ()
-    total = int((p2p["end"] - p2p["start"]).sum())
     note = (
-        f"{len(p2p):,} peer-to-peer memcpy ({total / 1e6:,.3f} ms summed) moved data between "
+        f"{n:,} peer-to-peer memcpy ({total / 1e6:,.3f} ms summed) moved data between "
         "GPUs; copies count as GPU activity, not as communication kernels"
     )
     return (note,)

@@ -294,7 +294,7 @@ MAX_PATH_OPS = 100_000
 
 
 @dataclass(frozen=True)
-class _Rows:
+class PathRows:
     """The tables the graph is built from (the trace's, or the part around the iterations
     walked)."""
 
@@ -315,21 +315,45 @@ def walked_iterations(kept: list[int], n_ops: int, budget: int | None = None) ->
     return list(kept[first:first + n])
 
 
-def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) -> _Rows:
-    """The rows the iterations ``steps`` need: their GPU ops (with the op that opens the next
-    window, which ends the last path) and the CUDA calls from the earliest launch of those ops
-    on (a host that ran ahead launched them earlier); nothing more, so the op budget bounds
-    the graph."""
+def span_of(windows: pl.DataFrame, steps: list[int]) -> tuple[int, int]:
+    """[lo, hi] of the iterations ``steps`` over every process's windows."""
     mine = windows.filter(pl.col("step").is_in(steps))
-    lo, hi = int(mine["start_ns"].min()), int(mine["end_ns"].max())
-    trace = source.trace
-    first_call = launches_of(trace).ops.select(pl.col("api_start").filter(
+    return int(mine["start_ns"].min()), int(mine["end_ns"].max())
+
+
+def first_call(ops: pl.DataFrame, lo: int, hi: int) -> int | None:
+    """The earliest launch (``api_start``) of the launched ``ops`` that start in [lo, hi]."""
+    return ops.select(pl.col("api_start").filter(
         (pl.col("start") >= lo) & (pl.col("start") <= hi)).min()).item()  # fmt: skip
-    call_lo = lo if first_call is None else min(lo, int(first_call))
-    keep = (pl.col("start") >= lo) & (pl.col("start") <= hi)
+
+
+def rows_around(kernels: pl.DataFrame, memops: pl.DataFrame, runtime: pl.DataFrame, lo: int,
+                hi: int, call: int | None, keep: tuple[str, ...] = ()) -> PathRows:  # fmt: skip
+    """The GPU ops that start in [lo, hi] (with the op that opens the next window, which ends
+    the last path) and the CUDA calls from the earliest launch of those ops on (``call``: a
+    host that ran ahead launched them earlier); nothing more, so the op budget bounds the
+    graph. ``keep``: kernel columns kept besides those the graph reads."""
+    call_lo = lo if call is None else min(lo, int(call))
+    ops = (pl.col("start") >= lo) & (pl.col("start") <= hi)
     calls = (pl.col("start") >= call_lo) & (pl.col("start") <= hi)
-    return _Rows(source.kernels.select(KERNEL_COLUMNS).filter(keep),
-                 trace.memops.filter(keep), trace.runtime.filter(calls))
+    return PathRows(kernels.select(*KERNEL_COLUMNS, *keep).filter(ops), memops.filter(ops),
+                    runtime.filter(calls))  # fmt: skip
+
+
+def _around(source: ClassifiedTrace, windows: pl.DataFrame, steps: list[int]) -> PathRows:
+    """The rows the iterations ``steps`` need (:func:`rows_around`)."""
+    lo, hi = span_of(windows, steps)
+    trace = source.trace
+    call = first_call(launches_of(trace).ops, lo, hi)
+    return rows_around(source.kernels, trace.memops, trace.runtime, lo, hi, call)
+
+
+def ops_in_window(windows: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame) -> int:
+    """The GPU ops that start in the windows' span [first start, last end): what the op
+    budget (:func:`walked_iterations`) is counted on."""
+    lo, hi = windows["start_ns"].min(), windows["end_ns"].max()
+    in_window = ((pl.col("start") >= lo) & (pl.col("start") < hi)).sum()
+    return int(kernels.select(in_window).item() + memops.select(in_window).item())
 
 
 def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int],
@@ -348,18 +372,22 @@ def critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[int
     windows = windows.filter(pl.col("step").is_in(kept))
     if windows.is_empty() or source.kernels.is_empty():
         return None
-    lo, hi = windows["start_ns"].min(), windows["end_ns"].max()
-    in_window = ((pl.col("start") >= lo) & (pl.col("start") < hi)).sum()
-    n_ops = int(source.kernels.select(in_window).item() + trace.memops.select(in_window).item())
-    walked = walked_iterations(kept, n_ops)
+    walked = walked_iterations(kept, ops_in_window(windows, source.kernels, trace.memops))
     rows = _around(source, windows, walked)
-    windows = windows.filter(pl.col("step").is_in(walked))
-    g = build_graph(rows.kernels, rows.memops, rows.runtime, trace.syncs,
-                    trace.event_records, matched)  # fmt: skip
+    return path_of(rows, trace.syncs, trace.event_records, windows.filter(
+        pl.col("step").is_in(walked)), len(kept), matched, scenarios)  # fmt: skip
+
+
+def path_of(rows: PathRows, syncs: pl.DataFrame, event_records: pl.DataFrame,
+            windows: pl.DataFrame, n_kept: int, matched: pl.DataFrame | None,
+            scenarios: list[Scenario]) -> CriticalPath | None:  # fmt: skip
+    """The path and replays on the graph of ``rows`` (:func:`rows_around`) over the walked
+    iterations' ``windows``, of a window of ``n_kept`` iterations."""
+    g = build_graph(rows.kernels, rows.memops, rows.runtime, syncs, event_records, matched)
     b = _boundaries(g, windows)
     if b.is_empty():
         return None
-    return replace(_measure(solve(g), b, scenarios, rows), window_iterations=len(kept))
+    return replace(_measure(solve(g), b, scenarios, rows), window_iterations=n_kept)
 
 
 def _step_ids(b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -377,7 +405,7 @@ def _job_steps(times: np.ndarray, b: pl.DataFrame, tail: np.ndarray) -> np.ndarr
     return out
 
 
-def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], rows: _Rows
+def _measure(s: Solved, b: pl.DataFrame, asked: list[Scenario], rows: PathRows
              ) -> CriticalPath:  # fmt: skip
     g = s.g
     cats = g.categories
@@ -545,7 +573,7 @@ def _what_if(s: Solved, b: pl.DataFrame, tail: np.ndarray, asked: list[Scenario]
     return tuple(sorted(out, key=lambda w: (-w.gain_ns, w.scenario))), tuple(notes)
 
 
-def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, rows: _Rows,
+def _top(g: DepGraph, c: np.ndarray, ns: np.ndarray, at: np.ndarray, rows: PathRows,
          codes: np.ndarray) -> pl.DataFrame:  # fmt: skip
     """The path's largest parts over the window: per (category, op name, pid); ``codes``: a
     code per kernel row, one per short name."""

@@ -43,21 +43,37 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
     matches every script's) or a larger number is skipped and counted in ``Steps.warnings``.
     Group 1 capturing anything but digits (or the pattern having none) is a usage error."""
     pattern = pattern or DEFAULT_STEP_PATTERN
+    ranges = numbered(matched_ranges(trace.nvtx, pattern))
+    warnings = number_notes(ranges, pattern)
+    return steps_from(ranges, launched_ops(trace), pattern, warnings)
+
+
+def matched_ranges(nvtx: pl.DataFrame, pattern: str, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The NVTX ranges whose name matches the iteration pattern (one thread's ranges only), with
+    group 1 as ``num`` (and the columns ``keep``); a pattern without group 1, or one polars
+    refuses, is a usage error."""
     try:  # checks the pattern even without NVTX rows
         if not pl.Series([""]).str.extract_groups(pattern).struct.fields:
             raise UsageError(f"--step-range {_shown(pattern)} has no capture group; {_GROUP_1}")
         # lazily: only the matching ranges' columns are ever materialised, not a copy of all
-        ranges = (
-            trace.nvtx.lazy()
+        return (
+            nvtx.lazy()
             .select("pid", "start", "end", "cross_thread",
-                    pl.col("name").str.extract(pattern, 1).alias("num"))
+                    pl.col("name").str.extract(pattern, 1).alias("num"), *keep)
             .filter(pl.col("num").is_not_null() & ~pl.col("cross_thread"))
             .collect()
         )  # fmt: skip
     except pl.exceptions.PolarsError as exc:
         reason = " ".join(str(exc).split())
         raise NsysmoeError(f"bad --step-range pattern {pattern!r}: {reason}") from None
-    ranges, warnings = _numbered(ranges, pattern)
+
+
+def steps_from(ranges: pl.DataFrame, ops: pl.DataFrame, pattern: str,
+               warnings: tuple[str, ...]) -> Steps:  # fmt: skip
+    """The iterations of the numbered ranges (:func:`numbered`, the rows without a number left
+    out here) on the GPU timeline of ``ops`` (:func:`launched_ops`); each process's steps
+    depend on its own ranges and ops only."""
+    ranges = ranges.filter(pl.col("step").is_not_null())
     if ranges.is_empty():
         return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none", warnings)
     ranges = (
@@ -66,7 +82,6 @@ def detect_steps(trace: Trace, pattern: str | None = None) -> Steps:
         .unique(["pid", "step"], keep="first")
         .sort("pid", "cpu_start_ns")
     )
-    ops = _launched_ops(trace)
     if ops.is_empty():
         table = ranges.with_columns(
             gpu_start_ns=pl.col("cpu_start_ns"), gpu_end_ns=pl.col("cpu_end_ns")
@@ -91,16 +106,22 @@ def _shown(text: str, most: int = 40) -> str:
     return repr(text if len(text) <= most else text[: most - 1] + "…")
 
 
-def _numbered(ranges: pl.DataFrame, pattern: str) -> tuple[pl.DataFrame, tuple[str, ...]]:
-    """The matched ranges with their number as ``step``, those whose group 1 holds no number
-    left out, and a warning saying how many and why; group 1 capturing more than digits is the
-    pattern's fault, not the trace's: a usage error."""
+def numbered(ranges: pl.DataFrame) -> pl.DataFrame:
+    """The matched ranges with their number as ``step`` (null where group 1 holds no number
+    within int64) and ``digits`` (group 1 is digits of any script): row by row, so the ranges
+    of several processes numbered apart are the rows numbered together."""
     num = pl.col("num")
-    ranges = ranges.with_columns(
+    return ranges.with_columns(
         pl.when(num.str.contains(r"^[0-9]+$")).then(num.cast(pl.Int64, strict=False))
         .alias("step"),
         num.str.contains(r"^\d+$").alias("digits"),  # of any script: the trace's doing
     )  # fmt: skip
+
+
+def number_notes(ranges: pl.DataFrame, pattern: str) -> tuple[str, ...]:
+    """What the numbering of all the ranges (:func:`numbered`, in the trace's order) says: a
+    usage error where group 1 captured more than digits (the pattern's fault, not the trace's),
+    and a warning counting the ranges whose number is not digits 0-9 within int64."""
     not_digits = ranges.filter(~pl.col("digits"))["num"]
     if len(not_digits):
         more = len(not_digits) - 1
@@ -111,16 +132,16 @@ def _numbered(ranges: pl.DataFrame, pattern: str) -> tuple[pl.DataFrame, tuple[s
         )
     skipped = ranges.filter(pl.col("step").is_null())["num"]
     if skipped.is_empty():
-        return ranges, ()
+        return ()
     n = len(skipped)
     its, they = ("their", "they count") if n > 1 else ("its", "it counts")
     note = (f"{n:,} NVTX range{'s' if n > 1 else ''} matching the iteration pattern skipped: "
             f"{its} number is not digits 0-9 within int64 (e.g. {_shown(skipped[0])}); "
             f"{they} in no iteration")  # fmt: skip
-    return ranges.filter(pl.col("step").is_not_null()), (note,)
+    return (note,)
 
 
-def _launched_ops(trace: Trace) -> pl.DataFrame:
+def launched_ops(trace: Trace) -> pl.DataFrame:
     """GPU ops with their launching API call's start (the trace's shared launch join), sorted
     for an as-of join; ops without a launch row are left out."""
     ops = launches_of(trace).ops.select("pid", "start", "end", "api_start")

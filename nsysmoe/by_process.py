@@ -1,0 +1,224 @@
+"""One trace analysed one process at a time: the memory an analysis holds is bounded by the
+largest process, not by the file (an 8-GPU export of 8M kernels is eight processes of 1M).
+
+Every per-GPU, per-process and per-iteration figure is one process's alone, so the trace is
+measured in two passes over its processes (:class:`~nsysmoe.io.processes.ByProcess` hands out
+one process's big tables at a time):
+
+1. each process's iteration ranges and its steps on its own GPU timeline, its first GPU
+   activity, whether its launch join is one to one, and its ops' start and launch times (what
+   the critical path's op budget is counted on); then the window, chosen as for the whole trace;
+2. each process classified and measured (:func:`nsysmoe.pipeline.measure_part`), keeping what
+   the cross-GPU jobs read: the window's communication kernels and the rows around the
+   iterations the critical path walks, each row with its place in the whole trace's table.
+
+Then the parts are merged, the collectives matched, the path walked and the analysis summed
+up (:func:`nsysmoe.pipeline.finish`): the analysis :func:`nsysmoe.pipeline.analyze_trace` gives
+for the trace read whole, figure for figure (tests/test_by_process.py), without its classified
+source (an analysis detached from it).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from nsysmoe.classify import RuleSet, classify_trace, default_rules
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.processes import ByProcess, Process
+from nsysmoe.measure.collectives import match, with_rank
+from nsysmoe.measure.critical_path import (
+    PathRows,
+    first_call,
+    parse_scenario,
+    path_of,
+    rows_around,
+    span_of,
+    walked_iterations,
+)
+from nsysmoe.measure.launch_calls import launches_of
+from nsysmoe.measure.steps import (
+    DEFAULT_STEP_PATTERN,
+    STEP_SCHEMA,
+    launched_ops,
+    matched_ranges,
+    number_notes,
+    numbered,
+    process_windows,
+    steps_from,
+)
+from nsysmoe.measure.window import choose
+from nsysmoe.model import STEADY, Scope, WindowChoice
+from nsysmoe.pipeline import Part, Whole, _collectives, _warm_graph, finish, measure_part, merged
+from nsysmoe.results import CriticalPath, Steps, TraceAnalysis
+
+ORDER = "_order"  # a row's place in the whole trace's table, while rows of processes are merged
+
+
+@dataclass(frozen=True)
+class _Early:
+    """What the first pass keeps of a process."""
+
+    ranges: pl.DataFrame  # its numbered iteration ranges, with their NVTX rows' places
+    steps: Steps
+    origin: int | None  # its first GPU activity
+    unique: bool  # its launch join is one to one
+    ops: pl.DataFrame  # its GPU ops' start and launch (api_start)
+
+
+def analyze_by_process(split: ByProcess, rules: RuleSet | None = None, scope: Scope = STEADY
+                       ) -> TraceAnalysis:  # fmt: skip
+    """The analysis of the trace ``split`` holds over ``scope`` (not ``scope.rank``: one
+    process is read alone anyway), one process at a time (module docstring)."""
+    shared, rules = split.shared, rules or default_rules()
+    if split.rows["kernels"] == 0:
+        raise NsysmoeError(f"{shared.path}: the export holds no CUDA kernels; nothing to measure")
+    if scope.critical_path:  # the graph's compiled passes load meanwhile
+        threading.Thread(target=_warm_graph, daemon=True).start()
+    pattern = scope.step_pattern or DEFAULT_STEP_PATTERN
+    early = {pid: _first_pass(split.load(pid), pattern) for pid in split.pids}
+    steps = _steps(list(early.values()), pattern)
+    origin = min(e.origin for e in early.values() if e.origin is not None)
+    choice = choose(steps, scope.window, origin)
+    kept = list(choice.kept)
+    windows = process_windows(steps, kept)
+    walk = _walk(scope, choice, windows, list(early.values()))
+    unique = all(e.unique for e in early.values())
+    parts: dict[int, Part] = {}
+    around: list[PathRows] = []
+    devices: list[pl.DataFrame] = []
+
+    def measure(process: Process, side: ThreadPoolExecutor) -> None:
+        source = classify_trace(process.trace, rules)
+        devices.append(source.kernels.select("pid", "device").unique())
+        parts[process.pid] = measure_part(side, source, steps, choice, scope, pid=process.pid,
+                                          unique=unique)  # fmt: skip
+        if walk is not None:
+            around.append(_rows_around(process, source.kernels, *walk))
+
+    idle: list[int] = []  # processes without GPU work in the window: measured once some has
+    with ThreadPoolExecutor(max_workers=1) as side:
+        for pid in split.pids:
+            process = split.load(pid)
+            if choice.window.select(process.trace.kernels.select("start", "end")).is_empty():
+                idle.append(pid)
+                continue
+            measure(process, side)
+            del process
+        if not parts:
+            _no_work(split, choice)
+        for pid in idle:
+            measure(split.load(pid), side)
+    part = merged([parts.pop(pid) for pid in sorted(parts)], shared.graph_trace)
+    n_gpus = len(part.tables.gpus)
+    collectives = _collectives(part.in_window, windows, part.busy, Path(shared.path).name, n_gpus)
+    gpus = pl.concat(devices).sort("pid", "device")
+    path = None
+    if walk is not None:
+        path = _path(split, walk, around, windows, kept, collectives, len(gpus), scope)
+    whole = Whole(shared, rules.source, origin, gpus)
+    return finish(whole, steps, choice, scope, part, collectives, path)
+
+
+def _first_pass(process: Process, pattern: str) -> _Early:
+    trace = process.trace
+    nvtx = trace.nvtx.with_columns(pl.Series(ORDER, process.order["nvtx"], pl.Int64))
+    ranges = numbered(matched_ranges(nvtx, pattern, keep=(ORDER,)))
+    steps = steps_from(ranges, launched_ops(trace), pattern, ())
+    launches = launches_of(trace)
+    starts = pl.concat([trace.kernels["start"], trace.memops["start"]])
+    origin = None if trace.kernels.is_empty() and trace.memops.is_empty() else int(starts.min())
+    return _Early(ranges, steps, origin, launches.unique,
+                  launches.ops.select("start", "api_start"))  # fmt: skip
+
+
+def _steps(early: list[_Early], pattern: str) -> Steps:
+    """The processes' steps as :func:`nsysmoe.measure.steps.detect_steps` finds them in the
+    whole trace: its notes from all the ranges in the trace's order; iterations on the GPU
+    timeline where any process launched GPU work (a process that launched none then has
+    none), else on the CPU's."""
+    ranges = pl.concat([e.ranges for e in early]).sort(ORDER)
+    warnings = number_notes(ranges, pattern)
+    found = [e.steps for e in early if e.steps.timeline != "none"]
+    if not found:
+        return Steps(pl.DataFrame(schema=STEP_SCHEMA), pattern, "none", warnings)
+    timeline = "gpu" if any(s.timeline == "gpu" for s in found) else "cpu"
+    tables = [s.table for s in found if s.timeline == timeline]
+    return Steps(pl.concat(tables), pattern, timeline, warnings)
+
+
+#: the critical path's walked iterations: their span [lo, hi] and the earliest launch of its ops
+_Walk = tuple[list[int], int, int, int | None]
+
+
+def _walk(scope: Scope, choice: WindowChoice, windows: pl.DataFrame, early: list[_Early]
+          ) -> _Walk | None:  # fmt: skip
+    """The iterations the critical path walks, as :func:`nsysmoe.measure.critical_path.
+    critical_path` chooses them over the whole trace's ops (None where no path is walked)."""
+    if not scope.critical_path or choice.timeline != "gpu" or windows.is_empty():
+        return None
+    kept = sorted(choice.kept)
+    lo, hi = windows["start_ns"].min(), windows["end_ns"].max()
+    n_ops = sum(e.ops.select(((pl.col("start") >= lo) & (pl.col("start") < hi)).sum()).item()
+                for e in early)  # fmt: skip
+    walked = walked_iterations(kept, n_ops)
+    lo, hi = span_of(windows, walked)
+    calls = [c for e in early if (c := first_call(e.ops, lo, hi)) is not None]
+    return walked, lo, hi, min(calls) if calls else None
+
+
+def _rows_around(process: Process, kernels: pl.DataFrame, walked: list[int], lo: int, hi: int,
+                 call: int | None) -> PathRows:  # fmt: skip
+    """The process's rows the critical path's graph holds, each with its place in the whole
+    trace's table."""
+    trace, order = process.trace, process.order
+
+    def placed(df: pl.DataFrame, table: str) -> pl.DataFrame:
+        return df.with_columns(pl.Series(ORDER, order[table], pl.Int64))
+
+    return rows_around(placed(kernels, "kernels"), placed(trace.memops, "memops"),
+                       placed(trace.runtime, "runtime"), lo, hi, call, keep=(ORDER,))  # fmt: skip
+
+
+def _path(split: ByProcess, walk: _Walk, around: list[PathRows], windows: pl.DataFrame,
+          kept: list[int], collectives: tuple, n_gpus: int, scope: Scope
+          ) -> CriticalPath | None:  # fmt: skip
+    """The critical path over the processes' rows, put back in the whole trace's order (the
+    graph numbers its nodes by row), with the collectives matched across the trace's GPUs."""
+    scenarios = [parse_scenario(a) for a in scope.what_if]
+    walked = walk[0]
+
+    def whole(table: str) -> pl.DataFrame:
+        return pl.concat([getattr(r, table) for r in around]).sort(ORDER).drop(ORDER)
+
+    rows = PathRows(whole("kernels"), whole("memops"), whole("runtime"))
+    arrived, _, _, (n_ranks, instances) = collectives
+    matched = None
+    if n_gpus > 1 and not arrived.is_empty():  # as pipeline._critical_path matches them
+        matched = instances if n_ranks == n_gpus and instances is not None else match(
+            with_rank(arrived, Path(split.shared.path).name), n_ranks=n_gpus)[0]  # fmt: skip
+    shared = split.shared
+    in_walk = windows.filter(pl.col("step").is_in(walked))
+    return path_of(rows, shared.syncs, shared.event_records, in_walk, len(kept), matched,
+                   scenarios)  # fmt: skip
+
+
+def _no_work(split: ByProcess, choice: WindowChoice) -> None:
+    """The whole trace's answer to a window without GPU work (:func:`nsysmoe.pipeline.
+    _check_window`)."""
+    lo, hi = None, None
+    for pid in split.pids:
+        k = split.load(pid).trace.kernels
+        if len(k):
+            lo = k["start"].min() if lo is None else min(lo, k["start"].min())
+            hi = k["end"].max() if hi is None else max(hi, k["end"].max())
+    w = choice.window
+    raise NsysmoeError(
+        f"{split.shared.path}: no GPU work in the window [{w.start_ns}, {w.end_ns}) ns; widen "
+        f"--window (GPU work spans {lo}–{hi} ns)"
+    )
+

@@ -1,0 +1,159 @@
+"""An analysis one process at a time (:mod:`nsysmoe.by_process`) is the analysis of the trace
+read whole (:func:`nsysmoe.pipeline.analyze_trace`, detached), byte for byte in every format:
+on every shared trace, on multi-rank exports whose critical path crosses ranks at collectives,
+with an op budget that walks part of the window, under other scopes, and with the same error
+where the whole trace has one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from nsysmoe import pipeline
+from nsysmoe.by_process import analyze_by_process
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.io import load_trace
+from nsysmoe.io.processes import ByProcess
+from nsysmoe.measure import critical_path
+from nsysmoe.model import STEADY, WHOLE, Iterations, Scope, Trace, Window
+from nsysmoe.renderers import render
+from tests.conftest import TRACES, require_shared
+from tests.fixtures.generate import write_export
+from tests.fixtures.ranks import straggler_scenario
+from tests.measure.test_critical_path import two_ranks
+
+
+def whole_and_split(trace: Trace, scope: Scope = STEADY) -> tuple[str, str]:
+    src, steps = pipeline.prepare_with_steps(trace, scope=scope)
+    whole = replace(pipeline.analyze_trace(src, scope=scope, steps=steps), source=None)
+    split = analyze_by_process(ByProcess.of(trace), scope=scope)
+    return render(whole, "json"), render(split, "json")
+
+
+def same(trace: Trace, scope: Scope = STEADY) -> str:
+    whole, split = whole_and_split(trace, scope)
+    assert split == whole
+    return whole
+
+
+def shared_traces() -> list[str]:
+    if not TRACES.is_dir():
+        return []
+    found = sorted(TRACES.glob("nsys/*.sqlite")) + sorted(TRACES.glob("nsys/*/*.sqlite"))[:2]
+    found += sorted(TRACES.glob("kineto/*/*.json.gz"))[:4]
+    return [str(p.relative_to(TRACES)) for p in found]
+
+
+@pytest.mark.parametrize("rel", shared_traces() or ["(no shared traces)"])
+def test_every_shared_trace_measures_the_same_one_process_at_a_time(rel: str) -> None:
+    require_shared()
+    same(load_trace(TRACES / rel))
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory: pytest.TempPathFactory) -> Trace:
+    """The fixture writer's 4-rank straggler run as one export (a process per rank)."""
+    specs, _ = straggler_scenario(n_ranks=4, steps=5, layout="multi")
+    path = tmp_path_factory.mktemp("straggler") / "multi.sqlite"
+    write_export(path, specs[0], ddl="3.13.2")
+    return load_trace(path)
+
+
+def test_the_critical_path_crosses_ranks_the_same(four_ranks: Trace) -> None:
+    out = same(four_ranks)
+    assert '"collective":' in out and len(four_ranks.gpu_keys) == 4
+
+
+def test_an_op_budget_walks_the_same_middle_iterations(
+    four_ranks: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole_out = same(four_ranks)
+    monkeypatch.setattr(critical_path, "MAX_PATH_OPS", 40)
+    budget_out = same(four_ranks)
+    assert budget_out != whole_out  # the budget changed what was walked, the same way
+
+
+@pytest.mark.parametrize("scope", [
+    WHOLE,
+    replace(STEADY, window=Iterations(2, 4)),
+    replace(STEADY, what_if=("comm*0", "gemm*0.5")),
+    replace(STEADY, critical_path=False, what_if=("comm*0",)),
+    replace(STEADY, raw_nvtx=True, phase="moe_dispatch"),
+], ids=["whole", "iterations", "what-if", "no-path", "raw-nvtx"])  # fmt: skip
+def test_other_scopes_measure_the_same(four_ranks: Trace, scope: Scope) -> None:
+    same(four_ranks, scope)
+
+
+def test_two_ranks_one_slow() -> None:
+    trace, _ = two_ranks(slow=1.5)
+    assert '"critical_path":{' in same(trace)
+
+
+def test_a_process_without_work_in_the_window_is_measured_the_same() -> None:
+    """One rank's whole timeline moved 1 s later: a window over the other rank's work only
+    holds none of it (that process is measured after the others, and shows nowhere, as in the
+    whole trace's analysis)."""
+    trace, _ = two_ranks(slow=1.0)
+    late = trace.kernels["pid"].max()
+    shift = {t: getattr(trace, t).with_columns(
+        pl.when(pl.col("pid") == late).then(pl.col(c) + 1_000_000_000).otherwise(pl.col(c))
+        for c in ("start", "end")) for t in ("kernels", "memops", "runtime", "nvtx")}  # fmt: skip
+    trace = replace(trace, **shift)
+    k = trace.kernels.filter(pl.col("pid") != late)
+    scope = replace(STEADY, window=Window(int(k["start"].min()), int(k["end"].max())))
+    out = same(trace, scope)
+    assert f'"pid":{late}' not in out and '"pid":' in out
+
+
+def test_the_same_errors() -> None:
+    trace, _ = two_ranks(slow=1.0)
+    hi = int(trace.kernels["end"].max())
+    empty = replace(STEADY, window=Window(hi + 10, hi + 20))
+    bad = replace(STEADY, step_pattern="iteration [0-9]+")  # no group 1
+    no_kernels = replace(trace, kernels=trace.kernels.clear())
+    for t, scope in ((trace, empty), (trace, bad), (no_kernels, STEADY)):
+        with pytest.raises(NsysmoeError) as whole:
+            whole_and_split_whole(t, scope)
+        with pytest.raises(NsysmoeError) as split:
+            analyze_by_process(ByProcess.of(t), scope=scope)
+        assert str(split.value) == str(whole.value)
+
+
+def whole_and_split_whole(trace: Trace, scope: Scope) -> None:
+    src, steps = pipeline.prepare_with_steps(trace, scope=scope)
+    pipeline.analyze_trace(src, scope=scope, steps=steps)
+
+
+def test_skipped_iteration_numbers_are_counted_over_every_process() -> None:
+    """Ranges whose number is too big for int64 are skipped: the note counts those of every
+    process and names the first in the trace's order, as the whole trace's does."""
+    trace, _ = two_ranks(slow=1.0)
+    nvtx = trace.nvtx.with_columns(pl.when(pl.int_range(pl.len()) % 5 == 3)
+                                   .then(pl.lit("iteration 99999999999999999999"))
+                                   .otherwise(pl.col("name")).alias("name"))  # fmt: skip
+    out = same(replace(trace, nvtx=nvtx))
+    assert "matching the iteration pattern skipped" in out
+
+
+def test_the_split_of_a_whole_trace_is_its_processes(four_ranks: Trace) -> None:
+    """:meth:`ByProcess.of` (the reference the splitting readers are checked against): each
+    process's tables are ``only_processes`` of the whole, and its rows' places index them."""
+    split = ByProcess.of(four_ranks)
+    assert list(split.pids) == sorted({p for p, _ in four_ranks.gpu_keys})
+    for pid in split.pids:
+        one = split.load(pid)
+        alone = four_ranks.only_processes([pid])
+        for table in ("kernels", "memops", "runtime", "nvtx", "gpus", "syncs"):
+            assert getattr(one.trace, table).equals(getattr(alone, table))
+        for table, rows in one.order.items():
+            assert getattr(four_ranks, table)[rows].equals(getattr(one.trace, table))
+    assert split.shared.kernels.is_empty() and split.shared.gpus.equals(four_ranks.gpus)
+
+
+def test_the_path_of_a_folder_is_not_split(tmp_path: Path) -> None:
+    """Guard: the split is of one trace; an empty folder is not a trace."""
+    with pytest.raises(NsysmoeError):
+        load_trace(tmp_path)
