@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING
 from nsysmoe.errors import NsysmoeError
 
 if TYPE_CHECKING:
+    from nsysmoe.io.processes import ByProcess
     from nsysmoe.model import Trace
 
 _NOT_A_FILE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
@@ -26,26 +29,80 @@ def load_trace(path: str | Path) -> Trace:
     return redact_trace(_read(Path(path)))
 
 
+def load_by_process(path: str | Path, spill_dir: str | Path) -> ByProcess:
+    """A trace read one process at a time (:class:`~nsysmoe.io.processes.ByProcess`), through
+    the same gate as :func:`load_trace`: the same formats, errors and redaction. An nsys export
+    (or report) is split while it is read (:func:`~nsysmoe.io.nsys_split.read_by_process`: the
+    processes' rows wait in a new folder in ``spill_dir``, which the caller removes); a Kineto
+    trace is read whole and split in memory."""
+    from nsysmoe.io.nsys_split import read_by_process
+    from nsysmoe.io.processes import ByProcess
+    from nsysmoe.io.redact import redact_trace
+
+    path = Path(path)
+    if _format(path) == "kineto":
+        return ByProcess.of(load_trace(path))
+    with _nsys_export(path) as export:
+        by = read_by_process(export, spill_dir)
+    return _with_shared(by, redact_trace(replace(by.shared, path=str(path))))
+
+
+def _with_shared(by: ByProcess, shared: Trace) -> ByProcess:
+    """``by`` with ``shared`` for its shared tables, each process's small tables taken from it
+    (a GPU name redacted, a report's path)."""
+    from nsysmoe.io.processes import BIG_TABLES, Process
+
+    def load(pid: int) -> Process:
+        got = by.load(pid)
+        big = {t: getattr(got.trace, t) for t in BIG_TABLES}
+        return Process(pid, replace(shared.only_processes([pid]), **big), got.order)
+
+    return replace(by, shared=shared, _load=load)
+
+
 def _read(path: Path) -> Trace:
-    """Read a trace, detecting its format by content, not suffix: SQLite magic → nsys export; gzip
+    """Read a trace (:func:`_format` says which reader)."""
+    from nsysmoe.io.kineto import read_kineto
+    from nsysmoe.io.nsys_sqlite import read_nsys_sqlite
+
+    if _format(path) == "kineto":
+        return read_kineto(path)
+    with _nsys_export(path) as export:
+        trace = read_nsys_sqlite(export)
+    return replace(trace, path=str(path))  # a report's, not its deleted export's
+
+
+@contextmanager
+def _nsys_export(path: Path) -> Iterator[Path]:
+    """The nsys export to read for ``path``: itself, or the export of a report
+    (``.nsys-rep``/``.qdrep``, through ``nsys export``), whose errors are said of the report."""
+    from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
+
+    if not (path.suffix in REPORT_SUFFIXES and path.is_file()):
+        yield path
+        return
+    with export_report(path) as sqlite_path:
+        try:
+            yield sqlite_path
+        except NsysmoeError as exc:  # said of the user's report, not of the deleted export
+            raise NsysmoeError(str(exc).replace(str(sqlite_path), str(path))) from None
+
+
+def _format(path: Path) -> str:
+    """``"kineto"`` or ``"nsys"``, by content, not suffix: SQLite magic → nsys export; gzip
     magic or JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep``
     go through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
     pass. Only regular files are opened: a FIFO, device or socket is refused before any read (an
     open of a FIFO would block, ``/dev/zero`` never ends)."""
     # the readers (and polars) are imported here, not with the package: a module of it such as
     # nsysmoe.io.output serves a cached report without them
-    from nsysmoe.io.kineto import is_kineto, read_kineto
-    from nsysmoe.io.nsys_rep import REPORT_SUFFIXES, export_report
-    from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
+    from nsysmoe.io.kineto import is_kineto
+    from nsysmoe.io.nsys_rep import REPORT_SUFFIXES
+    from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC
 
     _check_regular(path)
     if path.suffix in REPORT_SUFFIXES and path.is_file():
-        with export_report(path) as sqlite_path:
-            try:
-                trace = read_nsys_sqlite(sqlite_path)
-            except NsysmoeError as exc:  # said of the user's report, not of the deleted export
-                raise NsysmoeError(str(exc).replace(str(sqlite_path), str(path))) from None
-        return replace(trace, path=str(path))  # the user's report, not the deleted export
+        return "nsys"
     if path.is_file():
         try:
             with path.open("rb") as fh:
@@ -57,8 +114,8 @@ def _read(path: Path) -> Trace:
             raise NsysmoeError(f"{path}: file is empty; pass an nsys SQLite export or a PyTorch "
                                "profiler trace")  # fmt: skip
         if not head.startswith(SQLITE_MAGIC) and is_kineto(head):
-            return read_kineto(path)
-    return read_nsys_sqlite(path)
+            return "kineto"
+    return "nsys"
 
 
 def _check_regular(path: Path) -> None:

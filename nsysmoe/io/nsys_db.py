@@ -202,7 +202,16 @@ class Db:
         order, as do range scans on the rowid, so the parts joined in order are the whole
         scan; an index could make SQLite answer from it in its own order, so indexed tables
         (and tables without rowid, whose key is an index) are read whole."""
-        if not self.bulk.parallel or table in self._indexed:
+        if not self.bulk.parallel:
+            return [""]
+        return self.ranges(table, PART_ROWS, MAX_PARTS)
+
+    def ranges(self, table: str, rows: int, most: int | None = None) -> list[str]:
+        """Conditions splitting ``table`` into rowid ranges of about ``rows`` rows (at most
+        ``most`` of them), which read one after another give the rows one scan gives, in its
+        order; ``[""]`` (the whole table) where they might not (see :meth:`parts`), and for a
+        table of fewer than ``2 * rows`` rowids."""
+        if table in self._indexed:
             return [""]
         names = {c.lower() for c in self.columns(table)}
         rowid = next((n for n in ("rowid", "_rowid_", "oid") if n not in names), None)
@@ -210,9 +219,9 @@ class Db:
             return [""]
         low = self.conn.execute(f"SELECT min({rowid}) FROM {table}").fetchone()[0]
         high = self.conn.execute(f"SELECT max({rowid}) FROM {table}").fetchone()[0]
-        if low is None or (high - low) < 2 * PART_ROWS:
+        if low is None or (high - low) < 2 * rows:
             return [""]
-        n = min(MAX_PARTS, (high - low) // PART_ROWS)
+        n = (high - low) // rows if most is None else min(most, (high - low) // rows)
         cuts = [low + (high - low) * i // n for i in range(1, n)]
         return [
             f"{rowid} <= {cuts[0]}",
@@ -282,10 +291,15 @@ class Db:
     def strings(self, ids: pl.Series) -> pl.DataFrame:
         """StringIds rows for the given ids only: StringIds can hold millions of rows, while a
         table's distinct name ids are usually a few thousand."""
-        self.need("StringIds", "id", "value")
         unique = ids.drop_nulls().unique()
+        return self.string_rows(unique if len(unique) <= MAX_ID_LIST else None)
+
+    def string_rows(self, unique: pl.Series | None) -> pl.DataFrame:
+        """StringIds rows (``id``, ``value``) for these distinct ids, or every row where None;
+        an id held by several rows gets the first."""
+        self.need("StringIds", "id", "value")
         where = ""
-        if len(unique) <= MAX_ID_LIST:
+        if unique is not None:
             where = "id IN (" + ",".join(map(str, unique.to_list())) + ")"
         df = self.select("StringIds", ["id", "value"], {"id": pl.Int64, "value": pl.String}, where)
         return df.drop_nulls("id").unique("id", keep="first")

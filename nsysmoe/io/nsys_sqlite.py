@@ -6,13 +6,19 @@ with a live journal or WAL is refused: see :mod:`nsysmoe.io.nsys_db`). Only inte
 the strings actually referenced are read; names are joined in polars. Invalid rows are left out
 and counted by the policy every reader shares (:mod:`nsysmoe.io.clean`).
 
-About 350 lines because it holds one function per canonical table (kernels, memops, CUDA API,
+The big tables' readers (``read_kernels``, ``read_memop_table``, ``read_runtime_rows``,
+``read_nvtx_rows`` with ``nvtx_ranges``) also read a rowid range of their table (``part``) with a
+StringIds lookup of the caller's: :mod:`nsysmoe.io.nsys_split` reads an export range by range
+through them, so a table split while read is made exactly as the whole table is here.
+
+About 600 lines because it holds one function per canonical table (kernels, memops, CUDA API,
 NVTX, GPUs, memory events), each small; the connection, catalogue and byte-safe text reads are
 in :mod:`nsysmoe.io.nsys_db`. Split it by table when a table's reader grows past a screen.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +40,8 @@ KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+#: the memory-op tables, in the order their rows are read
+MEMOP_TABLES = ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset"))
 NVTX_TABLE = "NVTX_EVENTS"
 MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
@@ -71,6 +79,8 @@ MEMCPY_KINDS = {
     12: "Unified DtoH",
     13: "Unified DtoD",
 }
+
+
 def read_nsys_sqlite(path: str | Path) -> Trace:
     """Read an nsys SQLite export into a :class:`~nsysmoe.model.Trace`.
 
@@ -130,29 +140,37 @@ def _read(db: Db) -> tuple[Trace, Notes]:
     meta = db.metadata()
     not_captured: dict[str, str] = {}
     notes = Notes()
-    raw_kernels = _read_kernels(db)
+    raw_kernels = read_kernels(db)
     kernels = drop_invalid(raw_kernels, "kernel", notes.dropped, gpu=True)
-    if kernels.is_empty() and not raw_kernels.is_empty():
-        why = reasons_text(notes.dropped, "kernel")
-        raise all_invalid(db.path, len(raw_kernels), "kernel rows", why, "export the report again")
-    _note_unnamed(kernels, notes)
+    check_kernels(db, len(raw_kernels), len(kernels), notes)
+    note_unnamed(int(kernels["unnamed"].sum()), len(kernels), notes)
     kernels = kernels.drop("unnamed")
-    graphs = _read_graph_rows(db, notes)
+    graphs = read_graph_rows(db, notes)
     if graphs is not None:
         kernels = pl.concat([kernels, graphs])
     memops = drop_invalid(_read_memops(db, not_captured), "memory op", notes.dropped, gpu=True)
     runtime = drop_invalid(_read_runtime(db, not_captured), "CUDA API", notes.dropped, gpu=False)
-    gpus = _read_gpus(db, kernels, memops, not_captured)
+    keys = pl.concat([kernels.select("pid", "device"), memops.select("pid", "device")])
+    trace = small_tables(db, meta, keys, not_captured, notes)
+    return replace(trace, kernels=kernels, memops=memops, runtime=runtime), notes
+
+
+def small_tables(
+    db: Db, meta: dict[str, str], keys: pl.DataFrame, not_captured: dict[str, str], notes: Notes
+) -> Trace:
+    """The trace without its four big tables (left empty): GPUs (those of ``keys``, the kernels'
+    and memory ops' (pid, device), repeats allowed), memory events, synchronisation, metadata."""
+    gpus = read_gpus(db, keys, not_captured)
     memory_events = _read_memory_events(db, not_captured, notes)
     syncs, records = _read_syncs(db), _read_event_records(db)
-    trace = Trace(
+    return Trace(
         path=str(db.path),
         source_format="nsys-sqlite",
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         product_version=meta.get("EXPORT_PRODUCT_VERSION"),
-        kernels=kernels,
-        memops=memops,
-        runtime=runtime,
+        kernels=model.empty(model.KERNEL_SCHEMA),
+        memops=model.empty(model.MEMOP_SCHEMA),
+        runtime=model.empty(model.RUNTIME_SCHEMA),
         nvtx=model.empty(model.NVTX_SCHEMA),
         gpus=gpus,
         memory_events=memory_events,
@@ -163,14 +181,24 @@ def _read(db: Db) -> tuple[Trace, Notes]:
         session_start_ns=_session_start(db),
         launch=replace(read_launch(db), generated_by=generator(meta.get(GENERATED_BY))),
     )
-    return trace, notes
 
 
-def _note_unnamed(kernels: pl.DataFrame, notes: Notes) -> None:
-    n = int(kernels["unnamed"].sum())
+def check_kernels(db: Db, read: int, kept: int, notes: Notes) -> None:
+    """Refuse a kernel table whose ``read`` rows (some) were all left out (``kept`` = 0)."""
+    if read and not kept:
+        why = reasons_text(notes.dropped, "kernel")
+        raise all_invalid(db.path, read, "kernel rows", why, "export the report again")
+
+
+def note_unnamed(n: int, kept: int, notes: Notes) -> None:
+    """Say how many of the ``kept`` kernels have no name in StringIds."""
     if n:
-        notes.said.append(f"{n} of {len(kernels)} kernel names not found in StringIds "
+        notes.said.append(f"{n} of {kept} kernel names not found in StringIds "
                           "(shown as [unknown])")  # fmt: skip
+
+
+#: StringIds rows (``id``, ``value``) of some ids: :meth:`Db.strings`, or a reader's own lookup
+Strings = Callable[[pl.Series], pl.DataFrame]
 
 
 def _names(ids: pl.Expr, strings: pl.DataFrame) -> pl.Expr:
@@ -181,10 +209,12 @@ def _names(ids: pl.Expr, strings: pl.DataFrame) -> pl.Expr:
     )
 
 
-def _with_names(db: Db, df: pl.DataFrame, id_cols: dict[str, str]) -> pl.DataFrame:
+def _with_names(
+    db: Db, df: pl.DataFrame, id_cols: dict[str, str], lookup: Strings | None = None
+) -> pl.DataFrame:
     """Replace StringIds id columns (``{id_col: out_col}``) by their strings."""
     ids = pl.concat([df[c] for c in id_cols]) if len(df) else pl.Series([], dtype=pl.Int64)
-    strings = db.strings(ids)
+    strings = (lookup or db.strings)(ids)
     named = [_names(pl.col(i), strings).alias(o) for i, o in id_cols.items()]
     return df.with_columns(named).drop(list(id_cols))
 
@@ -203,9 +233,10 @@ def _gpu_exprs(db: Db, table: str) -> list[str]:
             db.col(table, "globalPid", "0")]  # fmt: skip
 
 
-def _read_kernels(db: Db) -> pl.DataFrame:
-    """Kernels with their names; ``unnamed`` marks names missing from StringIds. A kernel with a
-    ``graphNodeId`` ran as a node of a CUDA-graph replay (``--cuda-graph-trace=node``)."""
+def read_kernels(db: Db, part: str = "", lookup: Strings | None = None) -> pl.DataFrame:
+    """Kernels with their names (of the rows ``part`` selects, all by default); ``unnamed``
+    marks names missing from StringIds. A kernel with a ``graphNodeId`` ran as a node of a
+    CUDA-graph replay (``--cuda-graph-trace=node``)."""
     t = KERNEL_TABLE
     db.need(t, "demangledName")
     df = db.select(
@@ -214,8 +245,9 @@ def _read_kernels(db: Db) -> pl.DataFrame:
          db.col(t, "graphId")],  # fmt: skip
         {**GPU_ROW, "name_id": pl.Int64, "short_id": pl.Int64, "node_id": pl.Int64,
          "graph_id": pl.Int64},  # fmt: skip
+        part,
     )
-    df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"})
+    df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"}, lookup)
     df = df.with_columns(
         pid_of("gpid").alias("pid"),
         pl.col("name").is_null().alias("unnamed"),
@@ -226,7 +258,7 @@ def _read_kernels(db: Db) -> pl.DataFrame:
     return df.select(list(schema)).cast(schema)
 
 
-def _read_graph_rows(db: Db, notes: Notes) -> pl.DataFrame | None:
+def read_graph_rows(db: Db, notes: Notes) -> pl.DataFrame | None:
     """Whole-graph replays as kernel-table rows named ``[CUDA graph N]``, or None when the
     export has none (so an export without graphs reads exactly as before)."""
     parts = []
@@ -280,34 +312,55 @@ def _graph_trace_options(db: Db) -> dict[str, str]:
 
 
 def _read_memops(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
-    parts = []
-    schema = {**GPU_ROW, "bytes": pl.Int64, "copy_kind": pl.Int64}
-    for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
-        if not db.has(table):
-            not_captured[kind] = f"not captured (no {table} table)"
-            continue
-        db.need(table, "bytes")
-        copy_kind = db.col(table, "copyKind", "0") if kind == "memcpy" else "0"
-        df = db.select(table, [*_gpu_exprs(db, table), "bytes", copy_kind], schema)
-        if kind == "memcpy":
-            label = pl.col("copy_kind").replace_strict(MEMCPY_KINDS, default="Unknown")
-            name = pl.format("[CUDA memcpy {}]", label)
+    parts = [read_memop_table(db, table, kind) for table, kind in memop_tables(db, not_captured)]
+    return pl.concat(parts) if parts else model.empty(model.MEMOP_SCHEMA)
+
+
+def memop_tables(db: Db, not_captured: dict[str, str]) -> list[tuple[str, str]]:
+    """The memory-op tables (:data:`MEMOP_TABLES`) the export has; those it lacks are noted."""
+    found = []
+    for table, kind in MEMOP_TABLES:
+        if db.has(table):
+            found.append((table, kind))
         else:
-            name = pl.lit("[CUDA memset]")
-        parts.append(df.with_columns(kind=pl.lit(kind), name=name))
-    if not parts:
-        return model.empty(model.MEMOP_SCHEMA)
-    df = pl.concat(parts).with_columns(pid_of("gpid").alias("pid"))
+            not_captured[kind] = f"not captured (no {table} table)"
+    return found
+
+
+def read_memop_table(db: Db, table: str, kind: str, part: str = "") -> pl.DataFrame:
+    """The rows ``part`` selects (all by default) of one memory-op table (:data:`MEMOP_TABLES`)."""
+    schema = {**GPU_ROW, "bytes": pl.Int64, "copy_kind": pl.Int64}
+    db.need(table, "bytes")
+    copy_kind = db.col(table, "copyKind", "0") if kind == "memcpy" else "0"
+    df = db.select(table, [*_gpu_exprs(db, table), "bytes", copy_kind], schema, part)
+    if kind == "memcpy":
+        label = pl.col("copy_kind").replace_strict(MEMCPY_KINDS, default="Unknown")
+        name = pl.format("[CUDA memcpy {}]", label)
+    else:
+        name = pl.lit("[CUDA memset]")
+    df = df.with_columns(kind=pl.lit(kind), name=name, pid=pid_of("gpid"))
     return df.select(list(model.MEMOP_SCHEMA)).cast(model.MEMOP_SCHEMA)
 
 
 def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
+    if not runtime_captured(db, not_captured):
+        return model.empty(model.RUNTIME_SCHEMA)
+    return read_runtime_rows(db)
+
+
+def runtime_captured(db: Db, not_captured: dict[str, str]) -> bool:
+    """Whether the export has CUDA API calls (if not, it is noted)."""
     t = RUNTIME_TABLE
     if not db.has(t):
         not_captured["cuda_api"] = (
             f"not captured (no {t} table): NVTX ranges cannot be projected onto the GPU"
         )
-        return model.empty(model.RUNTIME_SCHEMA)
+    return db.has(t)
+
+
+def read_runtime_rows(db: Db, part: str = "", lookup: Strings | None = None) -> pl.DataFrame:
+    """The CUDA API calls among the rows ``part`` selects (all by default)."""
+    t = RUNTIME_TABLE
     db.need(t, "start", "end", "globalTid", "correlationId")
     where = ""
     if "eventClass" in db.columns(t):
@@ -317,9 +370,9 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
         ["start", '"end"', "globalTid", "correlationId", db.col(t, "nameId")],
         {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "corr_id": pl.Int64,
          "name_id": pl.Int64},  # fmt: skip
-        where,
+        both(where, part),
     )
-    kinds = db.strings(df["name_id"]).select(
+    kinds = (lookup or db.strings)(df["name_id"]).select(
         "id", api_kind(pl.col("value")).alias("value")
     ).drop_nulls("value")
     if kinds.is_empty():
@@ -328,6 +381,11 @@ def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
         df = df.with_columns(_names(pl.col("name_id"), kinds).alias("api"))
     df = df.with_columns(pid_of("tid").alias("pid"))
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
+
+
+def both(a: str, b: str) -> str:
+    """A condition requiring both (either may be empty: no condition)."""
+    return f"({a}) AND ({b})" if a and b else a or b
 
 
 def _id(col: str) -> pl.Expr:
@@ -365,11 +423,35 @@ def _read_event_records(db: Db) -> pl.DataFrame:
 
 def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
     t = NVTX_TABLE
+    if not nvtx_captured(db, not_captured):
+        return model.empty(model.NVTX_SCHEMA)
+    df, strings = read_nvtx_rows(db)
+    domains = nvtx_domains(df, strings)
+    ranges, unnamed = nvtx_ranges(df, strings, domains, lambda: db.last_time(t))
+    note_nvtx_unnamed(unnamed, notes)
+    del df  # the raw columns not kept: freed before the one filtering copy
+    ranges = drop_invalid(ranges, "NVTX range", notes.dropped, gpu=False, among=pl.col("is_range"))
+    if ranges.is_empty():
+        not_captured["nvtx"] = "no NVTX ranges in the export"
+    return ranges.select(list(model.NVTX_SCHEMA)).cast(model.NVTX_SCHEMA)
+
+
+def nvtx_captured(db: Db, not_captured: dict[str, str]) -> bool:
+    """Whether the export has NVTX events (if not, it is noted)."""
+    t = NVTX_TABLE
     if not db.has(t):
         not_captured["nvtx"] = f"not captured (no {t} table; record with --trace=nvtx)"
-        return model.empty(model.NVTX_SCHEMA)
+    return db.has(t)
+
+
+def read_nvtx_rows(
+    db: Db, where: str = "", lookup: Strings | None = None, types: tuple[int, ...] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The NVTX rows of ``types`` (ranges and domain creations by default) that ``where``
+    selects, with their ``name`` and ``pid``, and the StringIds rows of their text ids."""
+    t = NVTX_TABLE
     db.need(t, "start", "end", "eventType", "globalTid")
-    types = (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE)
+    types = types or (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE)
     df = db.select(
         t,
         ["start", '"end"', "eventType", db.col(t, "text", "''"), db.col(t, "textId"),
@@ -384,16 +466,22 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
             "end_tid": pl.Int64,
             "domain_id": pl.Int64,
         },
-        f"eventType IN {types}",
+        both(f"eventType IN {types}" if len(types) > 1 else f"eventType = {types[0]}", where),
     )
-    strings = db.strings(df["text_id"])
+    strings = (lookup or db.strings)(df["text_id"])
     # a registered string where the id has one, else the inline text ('' stood in for NULL)
     df = df.with_columns(
         pl.coalesce(_names(pl.col("text_id"), strings), "text").alias("name"),
         pid_of("tid").alias("pid"),
     )
+    return df, strings
+
+
+def nvtx_domains(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """Each (pid, domain id) key's name, from the domain-create rows of ``df`` (the last
+    creation of a key counts)."""
     text = pl.when(pl.col("text") != "").then("text")
-    domains = (  # a null key matches no range, as in a join
+    return (  # a null key matches no range, as in a join
         df.filter(pl.col("etype") == NVTX_DOMAIN_CREATE)
         .drop_nulls(["pid", "domain_id"])
         .select(
@@ -402,6 +490,17 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         )
         .unique("key", keep="last")
     )
+
+
+def nvtx_ranges(
+    df: pl.DataFrame,
+    strings: pl.DataFrame,
+    domains: pl.DataFrame,
+    last_time: Callable[[], int | None],
+) -> tuple[pl.DataFrame, int]:
+    """The rows of :func:`read_nvtx_rows` as ranges (``is_range`` marks the rows that are; an
+    unended one ends at ``last_time()``, asked only then), and how many range names are not in
+    StringIds."""
     # a lookup of the two key columns, not a join (which holds every row's match): domains are few
     domain = df.select(
         pl.struct("pid", "domain_id").replace_strict(
@@ -414,10 +513,7 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
     )
     unended = pl.col("end").is_null() & is_range
     unnamed, unended = df.select((lost & is_range).sum(), unended.sum()).row(0)
-    if unnamed:
-        notes.said.append(f"{unnamed} NVTX range names not found in StringIds "
-                          "(shown as empty names)")  # fmt: skip
-    last = db.last_time(t) if unended else None  # a full scan: only when needed
+    last = last_time() if unended else None  # a full scan: only when needed
     ranges = df.select(
         "pid",
         "tid",
@@ -431,18 +527,19 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
         pl.col("end_tid").is_not_null().alias("cross_thread"),
         is_range.alias("is_range"),
     )
-    del df  # the raw columns not kept: freed before the one filtering copy
-    ranges = drop_invalid(ranges, "NVTX range", notes.dropped, gpu=False, among=pl.col("is_range"))
-    if ranges.is_empty():
-        not_captured["nvtx"] = "no NVTX ranges in the export"
-    return ranges.select(list(model.NVTX_SCHEMA)).cast(model.NVTX_SCHEMA)
+    return ranges, int(unnamed)
 
 
-def _read_gpus(
-    db: Db, kernels: pl.DataFrame, memops: pl.DataFrame, not_captured: dict[str, str]
-) -> pl.DataFrame:
-    """Name each (pid, device); TARGET_INFO_CUDA_DEVICE maps CUDA ordinals to GPUs when present."""
-    keys = pl.concat([kernels.select("pid", "device"), memops.select("pid", "device")]).unique()
+def note_nvtx_unnamed(n: int, notes: Notes) -> None:
+    if n:
+        notes.said.append(f"{n} NVTX range names not found in StringIds "
+                          "(shown as empty names)")  # fmt: skip
+
+
+def read_gpus(db: Db, keys: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
+    """Name each (pid, device) of ``keys`` (those of the kernels and memory ops, repeats
+    allowed); TARGET_INFO_CUDA_DEVICE maps CUDA ordinals to GPUs when present."""
+    keys = keys.unique()
     if not db.has("TARGET_INFO_GPU"):
         not_captured["gpu_info"] = "not captured (no TARGET_INFO_GPU table): GPU model unknown"
         return (
