@@ -9,6 +9,7 @@ that :func:`render` and :func:`plot` turn into text and figures.
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +26,11 @@ from nsysmoe.ab.evidence import with_acceptance
 from nsysmoe.ab.ranks import compare_runs
 from nsysmoe.ab.side import measure_side
 from nsysmoe.acceptance import Acceptance, AcceptedComparison
+from nsysmoe.by_process import analyze_by_process
 from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.depgraph.build import DepGraph
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io import cache, load_trace
+from nsysmoe.io import cache, load_by_process, load_trace
 from nsysmoe.io import logs as logs_io
 from nsysmoe.io.logs import TrainingLog
 from nsysmoe.measure import acceptance as measure_acceptance
@@ -115,12 +117,16 @@ def analyze(
     :class:`~nsysmoe.model.Window`, :class:`~nsysmoe.model.Iterations` or
     :class:`~nsysmoe.model.Whole`) replaces ``scope.window`` only: the rank, the step pattern,
     the NVTX naming and the phases of ``scope`` still apply. ``detached``: the result need not
-    hold its classified source (no timeline figure is drawn from it); with ``cache_dir`` too, a
-    repeat of the same analysis is then loaded from the result cache
+    hold its classified source (no timeline figure is drawn from it); a file of
+    :data:`BY_PROCESS_BYTES` or more is then read and measured one process at a time
+    (:mod:`nsysmoe.by_process`: the same figures, in the memory of its largest process); with
+    ``cache_dir`` too, a repeat of the same analysis is loaded from the result cache
     (:mod:`nsysmoe.result_cache`)."""
     scope = scope if window is None else replace(scope, window=window)
 
     def compute() -> TraceAnalysis:
+        if detached and _big(trace) and scope.rank is None:
+            return _analyze_by_process(Path(trace), rules, scope)  # type: ignore[arg-type]
         source, steps = pipeline.prepare_with_steps(_trace(trace, cache_dir), rules, scope)
         result = pipeline.analyze_trace(source, scope=scope, steps=steps)
         return replace(result, source=None) if detached else result
@@ -129,6 +135,30 @@ def analyze(
         return compute()
     name = result_cache.key("analyze", [trace], _rules_key(rules), repr(scope))
     return _through(Path(cache_dir), name, compute)
+
+
+#: a trace file at least this big is analysed one process at a time where no figure needs its
+#: classified source (:mod:`nsysmoe.by_process`): the memory held is then the largest
+#: process's, not the file's (an nsys export of a million kernels is ~170 MB)
+BY_PROCESS_BYTES = 512 * 2**20
+
+
+def _big(trace: TraceLike) -> bool:
+    """A trace file of :data:`BY_PROCESS_BYTES` or more (not a trace in memory, not a
+    folder)."""
+    if isinstance(trace, Trace):
+        return False
+    try:
+        return os.path.isfile(trace) and os.path.getsize(trace) >= BY_PROCESS_BYTES
+    except (OSError, ValueError):  # the reader says what is wrong with the path
+        return False
+
+
+def _analyze_by_process(path: Path, rules: RuleSet | None, scope: Scope) -> TraceAnalysis:
+    """:func:`nsysmoe.by_process.analyze_by_process` of a file read one process at a time,
+    its processes' rows waiting in a temporary folder (removed afterwards) meanwhile."""
+    with tempfile.TemporaryDirectory(prefix="nsysmoe-processes-") as spill:
+        return analyze_by_process(load_by_process(path, spill), rules, scope)
 
 
 def dependency_graph(trace: TraceLike, *, rules: RuleSet | None = None,

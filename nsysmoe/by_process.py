@@ -20,9 +20,11 @@ source (an analysis detached from it).
 
 from __future__ import annotations
 
+import gc
+import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import polars as pl
@@ -95,8 +97,8 @@ def analyze_by_process(split: ByProcess, rules: RuleSet | None = None, scope: Sc
     def measure(process: Process, side: ThreadPoolExecutor) -> None:
         source = classify_trace(process.trace, rules)
         devices.append(source.kernels.select("pid", "device").unique())
-        parts[process.pid] = measure_part(side, source, steps, choice, scope, pid=process.pid,
-                                          unique=unique)  # fmt: skip
+        parts[process.pid] = _owned_part(measure_part(side, source, steps, choice, scope,
+                                                      pid=process.pid, unique=unique))  # fmt: skip
         if walk is not None:
             around.append(_rows_around(process, source.kernels, *walk))
 
@@ -109,6 +111,7 @@ def analyze_by_process(split: ByProcess, rules: RuleSet | None = None, scope: Sc
                 continue
             measure(process, side)
             del process
+            gc.collect()  # a process's tables can sit in reference cycles: gone before the next
         if not parts:
             _no_work(split, choice)
         for pid in idle:
@@ -132,8 +135,8 @@ def _first_pass(process: Process, pattern: str) -> _Early:
     launches = launches_of(trace)
     starts = pl.concat([trace.kernels["start"], trace.memops["start"]])
     origin = None if trace.kernels.is_empty() and trace.memops.is_empty() else int(starts.min())
-    return _Early(ranges, steps, origin, launches.unique,
-                  launches.ops.select("start", "api_start"))  # fmt: skip
+    return _Early(_owned(ranges), replace(steps, table=_owned(steps.table)), origin,
+                  launches.unique, launches.ops.select("start", "api_start"))  # fmt: skip
 
 
 def _steps(early: list[_Early], pattern: str) -> Steps:
@@ -180,8 +183,39 @@ def _rows_around(process: Process, kernels: pl.DataFrame, walked: list[int], lo:
     def placed(df: pl.DataFrame, table: str) -> pl.DataFrame:
         return df.with_columns(pl.Series(ORDER, order[table], pl.Int64))
 
-    return rows_around(placed(kernels, "kernels"), placed(trace.memops, "memops"),
+    rows = rows_around(placed(kernels, "kernels"), placed(trace.memops, "memops"),
                        placed(trace.runtime, "runtime"), lo, hi, call, keep=(ORDER,))  # fmt: skip
+    return PathRows(*(_owned(getattr(rows, t)) for t in ("kernels", "memops", "runtime")))
+
+
+def _owned(df: pl.DataFrame) -> pl.DataFrame:
+    """A copy of ``df`` that holds only its own rows' bytes. What polars derives from a table
+    can share its buffers: a filter that keeps a run of rows is a slice of every column, and
+    strings are views into the table's string buffers; a few rows kept of a process would
+    hold all of its tables (100 MB a process on the bench's 8-GPU export). An Arrow IPC round
+    trip writes the rows alone."""
+    buf = io.BytesIO()
+    df.write_ipc(buf)
+    buf.seek(0)
+    return pl.read_ipc(buf)
+
+
+def _owned_part(part: Part) -> Part:
+    """:func:`_owned` for every table of a process's part (it outlives the process)."""
+    tables = replace(part.tables, **{f.name: _owned(getattr(part.tables, f.name))
+                                     for f in fields(part.tables)
+                                     if isinstance(getattr(part.tables, f.name), pl.DataFrame)})
+    return replace(
+        part,
+        tables=tables,
+        busy=_owned(part.busy),
+        judged=_owned(part.judged),
+        idle_gaps=_owned(part.idle_gaps),
+        phases=(_owned(part.phases[0]), _owned(part.phases[1])),
+        in_window=_owned(part.in_window),
+        seen=_owned(part.seen),
+        graphs=replace(part.graphs, per_gpu=_owned(part.graphs.per_gpu)),
+    )  # fmt: skip
 
 
 def _path(split: ByProcess, walk: _Walk, around: list[PathRows], windows: pl.DataFrame,

@@ -157,3 +157,35 @@ def test_the_path_of_a_folder_is_not_split(tmp_path: Path) -> None:
     """Guard: the split is of one trace; an empty folder is not a trace."""
     with pytest.raises(NsysmoeError):
         load_trace(tmp_path)
+
+
+def test_a_big_file_is_analysed_one_process_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``api.analyze(detached=True)`` of a file of ``BY_PROCESS_BYTES`` or more reads it one
+    process at a time (the reader splits it while reading): the same report as the whole
+    read's, and the input file unchanged."""
+    from nsysmoe import api
+
+    specs, _ = straggler_scenario(n_ranks=4, steps=5, layout="multi")
+    path = tmp_path / "multi.sqlite"
+    write_export(path, specs[0], ddl="3.13.2")
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    whole = replace(api.analyze(path), source=None)
+    calls: list[Path] = []
+    real = api.load_by_process
+
+    def spy(p: Path, spill: str) -> ByProcess:
+        calls.append(Path(spill))
+        return real(p, spill)
+
+    monkeypatch.setattr(api, "load_by_process", spy)
+    monkeypatch.setattr(api, "BY_PROCESS_BYTES", 0)
+    split = api.analyze(path, detached=True)
+    assert len(calls) == 1 and not calls[0].exists()  # its temporary folder is gone
+    assert render(split, "json") == render(whole, "json")
+    assert split.source is None
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    monkeypatch.setattr(api, "BY_PROCESS_BYTES", path.stat().st_size + 1)
+    api.analyze(path, detached=True)
+    assert len(calls) == 1  # a smaller file is read whole
