@@ -9,6 +9,7 @@ that :func:`render` and :func:`plot` turn into text and figures.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
@@ -143,13 +144,21 @@ def analyze(
 BY_PROCESS_BYTES = 512 * 2**20
 
 
+#: the room a by-process read needs in the temporary folder, per byte of the file (its rows
+#: spilled as Arrow: 2.0 GB for the bench's 1.35 GB 8-GPU export), with a margin
+SPILL_PER_BYTE = 2
+
+
 def _big(trace: TraceLike) -> bool:
-    """A trace file of :data:`BY_PROCESS_BYTES` or more (not a trace in memory, not a
-    folder)."""
+    """A trace file of :data:`BY_PROCESS_BYTES` or more (not a trace in memory, not a folder),
+    with room for its rows in the temporary folder (else it is read whole: the same figures,
+    in more memory)."""
     if isinstance(trace, Trace):
         return False
     try:
-        return os.path.isfile(trace) and os.path.getsize(trace) >= BY_PROCESS_BYTES
+        size = os.path.getsize(trace) if os.path.isfile(trace) else 0
+        return size >= BY_PROCESS_BYTES and (
+            shutil.disk_usage(tempfile.gettempdir()).free >= SPILL_PER_BYTE * size)
     except (OSError, ValueError):  # the reader says what is wrong with the path
         return False
 

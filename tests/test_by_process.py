@@ -189,3 +189,24 @@ def test_a_big_file_is_analysed_one_process_at_a_time(
     monkeypatch.setattr(api, "BY_PROCESS_BYTES", path.stat().st_size + 1)
     api.analyze(path, detached=True)
     assert len(calls) == 1  # a smaller file is read whole
+
+
+def test_a_big_file_without_room_for_its_rows_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows wait in the temporary folder: where it has no room for them, the file is read
+    whole (the same figures, in more memory), not refused."""
+    import shutil
+
+    from nsysmoe import api
+
+    specs, _ = straggler_scenario(n_ranks=2, steps=4, layout="multi", straggler=1)
+    path = tmp_path / "multi.sqlite"
+    write_export(path, specs[0], ddl="3.13.2")
+    monkeypatch.setattr(api, "BY_PROCESS_BYTES", 0)
+    assert api._big(path)
+    full = shutil.disk_usage(tmp_path)._replace(free=api.SPILL_PER_BYTE * path.stat().st_size - 1)
+    monkeypatch.setattr(api.shutil, "disk_usage", lambda _: full)
+    assert not api._big(path)
+    monkeypatch.setattr(api, "load_by_process", None)  # never called
+    assert len(api.analyze(path, detached=True).gpus) == 2  # read whole: the spill never called
