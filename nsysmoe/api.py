@@ -8,6 +8,7 @@ that :func:`render` and :func:`plot` turn into text and figures.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -31,7 +32,7 @@ from nsysmoe.by_process import analyze_by_process
 from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.depgraph.build import DepGraph
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io import cache, load_by_process, load_trace
+from nsysmoe.io import cache, load_by_process, load_trace, several_processes
 from nsysmoe.io import logs as logs_io
 from nsysmoe.io.logs import TrainingLog
 from nsysmoe.measure import acceptance as measure_acceptance
@@ -126,7 +127,7 @@ def analyze(
     scope = scope if window is None else replace(scope, window=window)
 
     def compute() -> TraceAnalysis:
-        if detached and _big(trace) and scope.rank is None:
+        if detached and scope.rank is None and _by_process(trace):
             return _analyze_by_process(Path(trace), rules, scope)  # type: ignore[arg-type]
         source, steps = pipeline.prepare_with_steps(_trace(trace, cache_dir), rules, scope)
         result = pipeline.analyze_trace(source, scope=scope, steps=steps)
@@ -138,36 +139,50 @@ def analyze(
     return _through(Path(cache_dir), name, compute)
 
 
-#: a trace file at least this big is analysed one process at a time where no figure needs its
-#: classified source (:mod:`nsysmoe.by_process`): the memory held is then the largest
-#: process's, not the file's (an nsys export of a million kernels is ~170 MB)
+#: an nsys export at least this big, of two or more processes, is analysed one process at a
+#: time where no figure needs its classified source (:mod:`nsysmoe.by_process`): the memory
+#: held is then the largest process's, not the file's (an export of a million kernels is
+#: ~170–370 MB). One process gains nothing (it is the whole) and costs 1.5x the time.
 BY_PROCESS_BYTES = 512 * 2**20
-
-
 #: the room a by-process read needs in the temporary folder, per byte of the file (its rows
 #: spilled as Arrow: 2.0 GB for the bench's 1.35 GB 8-GPU export), with a margin
 SPILL_PER_BYTE = 2
 
 
-def _big(trace: TraceLike) -> bool:
-    """A trace file of :data:`BY_PROCESS_BYTES` or more (not a trace in memory, not a folder),
-    with room for its rows in the temporary folder (else it is read whole: the same figures,
-    in more memory)."""
+def _by_process(trace: TraceLike) -> bool:
+    """Whether to read ``trace`` one process at a time: an nsys SQLite export file (not a trace
+    in memory, a folder, a report or a Kineto trace) of :data:`BY_PROCESS_BYTES` or more, of
+    two or more processes, with room for its rows in the temporary folder (else it is read
+    whole: the same figures, in more memory)."""
     if isinstance(trace, Trace):
         return False
     try:
         size = os.path.getsize(trace) if os.path.isfile(trace) else 0
-        return size >= BY_PROCESS_BYTES and (
-            shutil.disk_usage(tempfile.gettempdir()).free >= SPILL_PER_BYTE * size)
+        room = size and shutil.disk_usage(tempfile.gettempdir()).free >= SPILL_PER_BYTE * size
     except (OSError, ValueError):  # the reader says what is wrong with the path
         return False
+    return bool(size >= BY_PROCESS_BYTES and room and several_processes(trace))
 
 
 def _analyze_by_process(path: Path, rules: RuleSet | None, scope: Scope) -> TraceAnalysis:
     """:func:`nsysmoe.by_process.analyze_by_process` of a file read one process at a time,
-    its processes' rows waiting in a temporary folder (removed afterwards) meanwhile."""
-    with tempfile.TemporaryDirectory(prefix="nsysmoe-processes-") as spill:
-        return analyze_by_process(load_by_process(path, spill), rules, scope)
+    its processes' rows waiting in a temporary folder (removed afterwards) meanwhile; where
+    the folder fills up (or may hold no file that big) meanwhile, the file is read whole."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="nsysmoe-processes-") as spill:
+            return analyze_by_process(load_by_process(path, spill), rules, scope)
+    except OSError as exc:
+        if not _out_of_room(exc):
+            raise
+    source, steps = pipeline.prepare_with_steps(load_trace(path), rules, scope)
+    return replace(pipeline.analyze_trace(source, scope=scope, steps=steps), source=None)
+
+
+def _out_of_room(exc: OSError) -> bool:
+    """A write refused for want of room: disk full, quota, file size limit (polars says so
+    in its message, with no errno)."""
+    codes = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return exc.errno in codes or any(f"(os error {c})" in str(exc) for c in codes)
 
 
 def dependency_graph(trace: TraceLike, *, rules: RuleSet | None = None,

@@ -9,8 +9,9 @@ one process's big tables at a time):
    activity, whether its launch join is one to one, and its ops' start and launch times (what
    the critical path's op budget is counted on); then the window, chosen as for the whole trace;
 2. each process classified and measured (:func:`nsysmoe.pipeline.measure_part`), keeping what
-   the cross-GPU jobs read: the window's communication kernels and the rows around the
-   iterations the critical path walks, each row with its place in the whole trace's table.
+   the cross-GPU jobs read: the window's communication (and unclassified) kernels and the rows
+   around the iterations the critical path walks, each row with its place in the whole trace's
+   table; every table kept is copied out of the process's buffers (:func:`_owned`).
 
 Then the parts are merged, the collectives matched, the path walked and the analysis summed
 up (:func:`nsysmoe.pipeline.finish`): the analysis :func:`nsysmoe.pipeline.analyze_trace` gives
@@ -32,7 +33,6 @@ import polars as pl
 from nsysmoe.classify import RuleSet, classify_trace, default_rules
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.processes import ByProcess, Process
-from nsysmoe.measure.collectives import match, with_rank
 from nsysmoe.measure.critical_path import (
     PathRows,
     first_call,
@@ -55,7 +55,17 @@ from nsysmoe.measure.steps import (
 )
 from nsysmoe.measure.window import choose
 from nsysmoe.model import STEADY, Scope, WindowChoice
-from nsysmoe.pipeline import Part, Whole, _collectives, _warm_graph, finish, measure_part, merged
+from nsysmoe.pipeline import (
+    Part,
+    Whole,
+    collectives_of,
+    finish,
+    measure_part,
+    merged,
+    no_work,
+    path_matches,
+    warm_graph,
+)
 from nsysmoe.results import CriticalPath, Steps, TraceAnalysis
 
 ORDER = "_order"  # a row's place in the whole trace's table, while rows of processes are merged
@@ -70,26 +80,32 @@ class _Early:
     origin: int | None  # its first GPU activity
     unique: bool  # its launch join is one to one
     ops: pl.DataFrame  # its GPU ops' start and launch (api_start)
+    kernels: tuple[int, int] | None  # its kernels' first start and last end
 
 
 def analyze_by_process(split: ByProcess, rules: RuleSet | None = None, scope: Scope = STEADY
                        ) -> TraceAnalysis:  # fmt: skip
-    """The analysis of the trace ``split`` holds over ``scope`` (not ``scope.rank``: one
-    process is read alone anyway), one process at a time (module docstring)."""
+    """The analysis of the trace ``split`` holds over ``scope``, one process at a time (module
+    docstring). Not of one rank (``scope.rank``): that process is read alone anyway."""
+    if scope.rank is not None:
+        raise ValueError("analyze_by_process measures every process; restrict a rank's trace "
+                         "with pipeline.prepare(trace, rank=…)")  # fmt: skip
     shared, rules = split.shared, rules or default_rules()
     if split.rows["kernels"] == 0:
         raise NsysmoeError(f"{shared.path}: the export holds no CUDA kernels; nothing to measure")
     if scope.critical_path:  # the graph's compiled passes load meanwhile
-        threading.Thread(target=_warm_graph, daemon=True).start()
+        threading.Thread(target=warm_graph, daemon=True).start()
     pattern = scope.step_pattern or DEFAULT_STEP_PATTERN
-    early = {pid: _first_pass(split.load(pid), pattern) for pid in split.pids}
-    steps = _steps(list(early.values()), pattern)
-    origin = min(e.origin for e in early.values() if e.origin is not None)
+    early = [_first_pass(split.load(pid), pattern) for pid in split.pids]
+    steps = _steps(early, pattern)
+    origin = min(e.origin for e in early if e.origin is not None)
     choice = choose(steps, scope.window, origin)
     kept = list(choice.kept)
     windows = process_windows(steps, kept)
-    walk = _walk(scope, choice, windows, list(early.values()))
-    unique = all(e.unique for e in early.values())
+    walk = _walk(scope, choice, windows, early)
+    unique = all(e.unique for e in early)
+    spans = [e.kernels for e in early if e.kernels is not None]
+    del early  # the ops' times: not read again
     parts: dict[int, Part] = {}
     around: list[PathRows] = []
     devices: list[pl.DataFrame] = []
@@ -106,19 +122,22 @@ def analyze_by_process(split: ByProcess, rules: RuleSet | None = None, scope: Sc
     with ThreadPoolExecutor(max_workers=1) as side:
         for pid in split.pids:
             process = split.load(pid)
-            if choice.window.select(process.trace.kernels.select("start", "end")).is_empty():
+            if not choice.window.select(process.trace.kernels.select("start", "end")).is_empty():
+                measure(process, side)
+            else:
                 idle.append(pid)
-                continue
-            measure(process, side)
             del process
             gc.collect()  # a process's tables can sit in reference cycles: gone before the next
         if not parts:
-            _no_work(split, choice)
+            raise no_work(shared.path, choice.window, min(lo for lo, _ in spans),
+                          max(hi for _, hi in spans))  # fmt: skip
         for pid in idle:
             measure(split.load(pid), side)
+            gc.collect()
     part = merged([parts.pop(pid) for pid in sorted(parts)], shared.graph_trace)
     n_gpus = len(part.tables.gpus)
-    collectives = _collectives(part.in_window, windows, part.busy, Path(shared.path).name, n_gpus)
+    collectives = collectives_of(part.in_window, windows, part.busy, Path(shared.path).name,
+                                 n_gpus)  # fmt: skip
     gpus = pl.concat(devices).sort("pid", "device")
     path = None
     if walk is not None:
@@ -135,8 +154,10 @@ def _first_pass(process: Process, pattern: str) -> _Early:
     launches = launches_of(trace)
     starts = pl.concat([trace.kernels["start"], trace.memops["start"]])
     origin = None if trace.kernels.is_empty() and trace.memops.is_empty() else int(starts.min())
+    k = trace.kernels
+    span = None if k.is_empty() else (int(k["start"].min()), int(k["end"].max()))
     return _Early(_owned(ranges), replace(steps, table=_owned(steps.table)), origin,
-                  launches.unique, launches.ops.select("start", "api_start"))  # fmt: skip
+                  launches.unique, launches.ops.select("start", "api_start"), span)  # fmt: skip
 
 
 def _steps(early: list[_Early], pattern: str) -> Steps:
@@ -230,29 +251,8 @@ def _path(split: ByProcess, walk: _Walk, around: list[PathRows], windows: pl.Dat
         return pl.concat([getattr(r, table) for r in around]).sort(ORDER).drop(ORDER)
 
     rows = PathRows(whole("kernels"), whole("memops"), whole("runtime"))
-    arrived, _, _, (n_ranks, instances) = collectives
-    matched = None
-    if n_gpus > 1 and not arrived.is_empty():  # as pipeline._critical_path matches them
-        matched = instances if n_ranks == n_gpus and instances is not None else match(
-            with_rank(arrived, Path(split.shared.path).name), n_ranks=n_gpus)[0]  # fmt: skip
+    matched = path_matches(collectives, n_gpus, split.shared.path)
     shared = split.shared
     in_walk = windows.filter(pl.col("step").is_in(walked))
     return path_of(rows, shared.syncs, shared.event_records, in_walk, len(kept), matched,
                    scenarios)  # fmt: skip
-
-
-def _no_work(split: ByProcess, choice: WindowChoice) -> None:
-    """The whole trace's answer to a window without GPU work (:func:`nsysmoe.pipeline.
-    _check_window`)."""
-    lo, hi = None, None
-    for pid in split.pids:
-        k = split.load(pid).trace.kernels
-        if len(k):
-            lo = k["start"].min() if lo is None else min(lo, k["start"].min())
-            hi = k["end"].max() if hi is None else max(hi, k["end"].max())
-    w = choice.window
-    raise NsysmoeError(
-        f"{split.shared.path}: no GPU work in the window [{w.start_ns}, {w.end_ns}) ns; widen "
-        f"--window (GPU work spans {lo}–{hi} ns)"
-    )
-

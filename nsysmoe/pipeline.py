@@ -110,14 +110,14 @@ def prepare_with_steps(trace: Trace, rules: RuleSet | None = None, scope: Scope 
     if trace.kernels.is_empty():
         return prepare(trace, rules), None
     if scope.critical_path:  # the graph's compiled passes load meanwhile (~0.5 s of imports)
-        threading.Thread(target=_warm_graph, daemon=True).start()
+        threading.Thread(target=warm_graph, daemon=True).start()
     with ThreadPoolExecutor(max_workers=1) as side:
         steps = side.submit(detect_steps, trace, scope.step_pattern)
         source = prepare(trace, rules)
         return source, steps.result()
 
 
-def _warm_graph() -> None:
+def warm_graph() -> None:
     """Load the graph's compiled passes ahead of use; a failure here is left to the analysis
     (which meets it again where it can say so), never printed from this thread."""
     try:
@@ -250,11 +250,15 @@ class _Tables:
 def _check_window(source: ClassifiedTrace, window: Window) -> None:
     if window.select(source.kernels.select("start", "end")).is_empty():
         kernels = source.trace.kernels
-        raise NsysmoeError(
-            f"{source.trace.path}: no GPU work in the window [{window.start_ns}, "
-            f"{window.end_ns}) ns; widen --window (GPU work spans "
-            f"{kernels['start'].min()}–{kernels['end'].max()} ns)"
-        )
+        raise no_work(source.trace.path, window, kernels["start"].min(), kernels["end"].max())
+
+
+def no_work(path: str, window: Window, lo: object, hi: object) -> NsysmoeError:
+    """The error of a window without GPU work (``lo``–``hi``: where the kernels are)."""
+    return NsysmoeError(
+        f"{path}: no GPU work in the window [{window.start_ns}, {window.end_ns}) ns; widen "
+        f"--window (GPU work spans {lo}–{hi} ns)"
+    )
 
 
 def _window_kernels(kernels: pl.DataFrame, window: Window) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -295,7 +299,7 @@ def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: 
     markers, phase tables) and the channel sweeps per iteration on ``side``, the unions, idle
     gaps and channel table on this one. ``unique``:
     whether the whole trace's launch join is one to one (a process's alone may be; default:
-    this source's). ``cross(in_window, busy)`` is called once both are known, so the caller
+    this source's). ``cross(in_window, busy, n_gpus)`` is called once they are known, so the caller
     can start the cross-GPU jobs (collectives, critical path) on ``side`` while this thread
     measures the idle gaps (started first, beside the reader's tables, it added a quarter to
     the bench export's peak memory); its third argument is the number of GPUs measured."""
@@ -392,7 +396,7 @@ def _measure_on(side: Executor, source: ClassifiedTrace, steps: Steps, choice: W
 
     def cross(in_window: pl.DataFrame, busy: pl.DataFrame, n_gpus: int) -> None:
         trace = source.trace
-        collectives_job = side.submit(_collectives, in_window, windows, busy,
+        collectives_job = side.submit(collectives_of, in_window, windows, busy,
                                       Path(trace.path).name, n_gpus)  # fmt: skip
         jobs.append(collectives_job)
         walk = scope.critical_path and choice.timeline == "gpu"  # GPU ops bound a path
@@ -456,16 +460,24 @@ def _critical_path(source: ClassifiedTrace, windows: pl.DataFrame, kept: list[in
                    ) -> CriticalPath | None:  # fmt: skip
     """The critical path and what-if replays over the kept iterations (none without them),
     with the collectives matched across the trace's GPUs as cross-rank edges (from
-    :func:`_collectives`' arrivals, and its match where it matched over as many ranks)."""
+    :func:`collectives_of`' arrivals, and its match where it matched over as many ranks)."""
     if windows.is_empty():
         return None
-    matched = None
-    arrived, _, _, (n_ranks, rows) = collectives_job.result()
     n_gpus = source.kernels.select("pid", "device").n_unique()
-    if n_gpus > 1 and not arrived.is_empty():
-        matched = rows if n_ranks == n_gpus and rows is not None else match(
-            with_rank(arrived, Path(source.trace.path).name), n_ranks=n_gpus)[0]  # fmt: skip
+    matched = path_matches(collectives_job.result(), n_gpus, source.trace.path)
     return critical_path(source, windows, kept, matched, asked)
+
+
+def path_matches(collectives: _Matched, n_gpus: int, path: str) -> pl.DataFrame | None:
+    """The collectives the critical path crosses ranks at, over the trace's ``n_gpus`` GPUs
+    that ran kernels: :func:`collectives_of`' match where it matched over as many ranks, else
+    its arrivals matched again (none with one GPU)."""
+    arrived, _, _, (n_ranks, rows) = collectives
+    if n_gpus < 2 or arrived.is_empty():
+        return None
+    if n_ranks == n_gpus and rows is not None:
+        return rows
+    return match(with_rank(arrived, Path(path).name), n_ranks=n_gpus)[0]
 
 
 def _summarize(whole: Whole, steps: Steps, choice: WindowChoice, kept: list[int], part: Part
@@ -562,12 +574,12 @@ def _with_detail(
     )
 
 
-#: :func:`_collectives`: arrivals, busy, the collectives, and (ranks, instances) of the match
+#: :func:`collectives_of`: arrivals, busy, the collectives, and (ranks, instances) of the match
 _Matched = tuple[pl.DataFrame, pl.DataFrame, Collectives,
                  tuple[int, pl.DataFrame | None]]  # fmt: skip
 
 
-def _collectives(in_window: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFrame, name: str,
+def collectives_of(in_window: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFrame, name: str,
                  n_gpus: int) -> _Matched:  # fmt: skip
     """The window's matchable communication kernels, each GPU's ⋃compute ∩ ⋃comm (``busy``,
     passed through), and the collectives matched across the file's GPUs (none with one GPU);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +46,41 @@ def load_by_process(path: str | Path, spill_dir: str | Path) -> ByProcess:
     with _nsys_export(path) as export:
         by = read_by_process(export, spill_dir)
     return _with_shared(by, redact_trace(replace(by.shared, path=str(path))))
+
+
+def several_processes(path: str | Path) -> bool:
+    """Whether ``path`` is an nsys SQLite export whose kernels ran in two or more processes,
+    told from 64 blocks of rows spread over its kernel table (rowid seeks, not a scan: a
+    fraction of a second on any size). It only chooses how a big file is read (by process or
+    whole: the same figures), so anything unreadable or unsure is False; a process with too
+    few kernels to be sampled is missed the same way."""
+    from nsysmoe.io.nsys_db import SQLITE_MAGIC, connect_readonly, read_head
+    from nsysmoe.io.nsys_sqlite import KERNEL_TABLE
+
+    path = Path(path)
+    try:
+        if not path.is_file() or read_head(path, len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+            return False
+        conn, _ = connect_readonly(path)
+    except (OSError, NsysmoeError):
+        return False
+    try:
+        lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {KERNEL_TABLE}").fetchone()
+        if lo is None:
+            return False
+        seen: set[object] = set()
+        for i in range(64):
+            at = lo + (hi - lo) * i // 64
+            seen.update(g for (g,) in conn.execute(
+                f"SELECT globalPid FROM {KERNEL_TABLE} WHERE rowid >= ? AND rowid < ?",
+                (at, at + 64)))  # fmt: skip
+            if len(seen) > 1:
+                return True
+        return False
+    except sqlite3.Error:  # no such table or column, or damaged: the reader says so
+        return False
+    finally:
+        conn.close()
 
 
 def _with_shared(by: ByProcess, shared: Trace) -> ByProcess:

@@ -2,7 +2,9 @@
 
 A row is left out, under the first reason that applies, when its start or end is missing (NULL,
 not an integer, or beyond int64), when a GPU row names no device or process (it belongs to no
-GPU), when it ends before it starts, or when it starts before the capture (start < 0). Every
+GPU) or a CPU row no process (a CUDA call or NVTX range of no thread: no iteration, no launch
+and no rank can be told from it), when it ends before it starts, or when it starts before the
+capture (start < 0). Every
 reason is counted in ``Trace.dropped`` and each nonzero count becomes one warning, so no row ever
 vanishes silently. Readers keep their own vocabulary for the inverted case (nsys: ``end <
 start``, Kineto: ``dur < 0``).
@@ -18,6 +20,7 @@ from nsysmoe.errors import NsysmoeError
 
 MISSING = "with a missing or non-integer start/end"
 NO_DEVICE = "without a device or process"
+NO_PROCESS = "without a process"
 BEFORE = "starting before the capture (start < 0)"
 
 
@@ -38,6 +41,8 @@ def drop_invalid(
     conditions = [(MISSING, start.is_null() | end.is_null())]
     if gpu:
         conditions.append((NO_DEVICE, pl.col("device").is_null() | pl.col("pid").is_null()))
+    elif "pid" in df.columns:
+        conditions.append((NO_PROCESS, pl.col("pid").is_null()))
     conditions += [(f"with {inverted}", end < start), (BEFORE, start < 0)]
     code = pl.when(conditions[0][1]).then(pl.lit(0, pl.Int8))
     for i, (_, cond) in enumerate(conditions[1:], start=1):

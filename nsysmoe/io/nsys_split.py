@@ -145,9 +145,10 @@ class _Spill:
         """``pid``'s rows of each big table, read back, and its part of the small ones."""
         big, order = {}, {}
         for table, schema in SCHEMAS.items():
-            parts = [pl.read_ipc(files[pid]).with_columns(pl.col(ROW) + start)
+            # scanned, so the files are read on every core; one chunk, as a whole read's
+            parts = [pl.scan_ipc(files[pid]).with_columns(pl.col(ROW) + start)
                      for start, files in self.chunks[table] if pid in files]  # fmt: skip
-            df = pl.concat(parts, rechunk=True) if parts else pl.DataFrame(
+            df = pl.concat(parts).collect().rechunk() if parts else pl.DataFrame(
                 schema={**schema, ROW: pl.Int64})  # fmt: skip
             order[table] = df[ROW].to_numpy().astype(np.int64, copy=False)
             big[table] = df.drop(ROW).select(list(schema)).cast(schema)

@@ -69,7 +69,8 @@ class ByProcess:
 
 def _rows_by_pid(df: pl.DataFrame) -> dict[int, np.ndarray]:
     """Each pid's row positions in ``df``, in table order; a row without a pid is in no
-    process (as ``only_processes`` leaves it out)."""
+    process (as ``only_processes`` leaves it out; the readers leave such rows out of the trace,
+    and count them: :mod:`nsysmoe.io.clean`)."""
     if df.is_empty():
         return {}
     groups = (df.select("pid", pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))

@@ -7,7 +7,7 @@ import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nsysmoe.io.clean import BEFORE, MISSING, NO_DEVICE, drop_invalid
+from nsysmoe.io.clean import BEFORE, MISSING, NO_DEVICE, NO_PROCESS, drop_invalid
 
 values = st.one_of(st.none(), st.integers(-3, 3))
 rows = st.lists(st.tuples(values, values, values, values, st.one_of(st.none(), st.booleans())),
@@ -25,6 +25,8 @@ def reason(start, end, device, pid, gpu: bool) -> str | None:
         return MISSING
     if gpu and (device is None or pid is None):
         return NO_DEVICE
+    if not gpu and pid is None:  # a CPU row of no process
+        return NO_PROCESS
     if end < start:
         return "with end < start"
     return BEFORE if start < 0 else None
