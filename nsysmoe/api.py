@@ -141,9 +141,10 @@ def analyze(
 
 #: an nsys export at least this big, of two or more processes, is analysed one process at a
 #: time where no figure needs its classified source (:mod:`nsysmoe.by_process`): the memory
-#: held is then the largest process's, not the file's (an export of a million kernels is
-#: ~170–370 MB). One process gains nothing (it is the whole) and costs 1.5x the time.
-BY_PROCESS_BYTES = 512 * 2**20
+#: held is then the largest process's, not the file's. It costs time (the rows spilled and
+#: each process read twice: 1.3x on the bench's 1.35 GB 8-GPU export, 1.5x on its 0.74 GB
+#: 2-process one), so smaller files, whose whole read peaks under ~3 GB, are read whole.
+BY_PROCESS_BYTES = 2**30
 #: the room a by-process read needs in the temporary folder, per byte of the file (its rows
 #: spilled as Arrow: 2.0 GB for the bench's 1.35 GB 8-GPU export), with a margin
 SPILL_PER_BYTE = 2
