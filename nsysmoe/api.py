@@ -128,7 +128,9 @@ def analyze(
 
     def compute() -> TraceAnalysis:
         if detached and scope.rank is None and _by_process(trace):
-            return _analyze_by_process(Path(trace), rules, scope)  # type: ignore[arg-type]
+            split = _analyze_by_process(Path(trace), rules, scope)  # type: ignore[arg-type]
+            if split is not None:
+                return split
         source, steps = pipeline.prepare_with_steps(_trace(trace, cache_dir), rules, scope)
         result = pipeline.analyze_trace(source, scope=scope, steps=steps)
         return replace(result, source=None) if detached else result
@@ -165,18 +167,18 @@ def _by_process(trace: TraceLike) -> bool:
     return bool(size >= BY_PROCESS_BYTES and room and several_processes(trace))
 
 
-def _analyze_by_process(path: Path, rules: RuleSet | None, scope: Scope) -> TraceAnalysis:
+def _analyze_by_process(path: Path, rules: RuleSet | None, scope: Scope
+                        ) -> TraceAnalysis | None:  # fmt: skip
     """:func:`nsysmoe.by_process.analyze_by_process` of a file read one process at a time,
-    its processes' rows waiting in a temporary folder (removed afterwards) meanwhile; where
-    the folder fills up (or may hold no file that big) meanwhile, the file is read whole."""
+    its processes' rows waiting in a temporary folder (removed afterwards) meanwhile; None
+    where the folder fills up (or may hold no file that big): the caller reads it whole."""
     try:
         with tempfile.TemporaryDirectory(prefix="nsysmoe-processes-") as spill:
             return analyze_by_process(load_by_process(path, spill), rules, scope)
     except OSError as exc:
         if not _out_of_room(exc):
             raise
-    source, steps = pipeline.prepare_with_steps(load_trace(path), rules, scope)
-    return replace(pipeline.analyze_trace(source, scope=scope, steps=steps), source=None)
+    return None
 
 
 def _out_of_room(exc: OSError) -> bool:

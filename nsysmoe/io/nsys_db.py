@@ -142,10 +142,15 @@ def _constants(exprs: Sequence[str], schema: dict[str, pl.DataType]) -> dict[str
     return consts if len(consts) < len(schema) else {}
 
 
+def all_of(*conditions: str) -> str:
+    """A condition requiring every non-empty one of ``conditions`` ('' where none is)."""
+    return " AND ".join(f"({c})" for c in conditions if c)
+
+
 def _where(*conditions: str) -> str:
     """A WHERE clause requiring every non-empty condition, or nothing."""
-    held = [f"({c})" for c in conditions if c]
-    return f" WHERE {' AND '.join(held)}" if held else ""
+    held = all_of(*conditions)
+    return f" WHERE {held}" if held else ""
 
 
 class Db:

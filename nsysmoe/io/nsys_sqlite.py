@@ -31,7 +31,7 @@ from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
 from nsysmoe.io.generated import generator
 from nsysmoe.io.launch import read_launch
-from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, opened, pid_of
+from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, all_of, opened, pid_of
 from nsysmoe.model import Trace
 
 __all__ = ["SQLITE_MAGIC", "check_export", "read_nsys_sqlite"]
@@ -370,7 +370,7 @@ def read_runtime_rows(db: Db, part: str = "", lookup: Strings | None = None) -> 
         ["start", '"end"', "globalTid", "correlationId", db.col(t, "nameId")],
         {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "corr_id": pl.Int64,
          "name_id": pl.Int64},  # fmt: skip
-        both(where, part),
+        all_of(where, part),
     )
     kinds = (lookup or db.strings)(df["name_id"]).select(
         "id", api_kind(pl.col("value")).alias("value")
@@ -381,11 +381,6 @@ def read_runtime_rows(db: Db, part: str = "", lookup: Strings | None = None) -> 
         df = df.with_columns(_names(pl.col("name_id"), kinds).alias("api"))
     df = df.with_columns(pid_of("tid").alias("pid"))
     return df.select(list(model.RUNTIME_SCHEMA)).cast(model.RUNTIME_SCHEMA)
-
-
-def both(a: str, b: str) -> str:
-    """A condition requiring both (either may be empty: no condition)."""
-    return f"({a}) AND ({b})" if a and b else a or b
 
 
 def _id(col: str) -> pl.Expr:
@@ -466,7 +461,7 @@ def read_nvtx_rows(
             "end_tid": pl.Int64,
             "domain_id": pl.Int64,
         },
-        both(f"eventType IN {types}" if len(types) > 1 else f"eventType = {types[0]}", where),
+        all_of(f"eventType IN {types}" if len(types) > 1 else f"eventType = {types[0]}", where),
     )
     strings = (lookup or db.strings)(df["text_id"])
     # a registered string where the id has one, else the inline text ('' stood in for NULL)
