@@ -12,47 +12,13 @@ keeps its measured time.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
-from numba import njit
+
+from nsysmoe.jit import compiled as _compiled
+from nsysmoe.jit import kernel as _kernel
 
 NO_EDGE = -1
 INT64_MIN = -(2**63)
-
-
-def _kernel(fn: Callable[..., Any]) -> Any:
-    """``fn`` compiled without the GIL and cached on disk (in the user cache dir where the
-    package's folder is read-only); compiled anew in each process where no cache dir can be
-    written at all, rather than not at all."""
-    try:
-        return njit(cache=True, nogil=True)(fn)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return njit(cache=False, nogil=True)(fn)
-
-
-def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """:func:`_kernel`, called with every array argument read-only: numba compiles once per
-    argument type, and a writable array is another type than a read-only one (which polars
-    hands out), so without this a pass is compiled twice or more on a first run."""
-    jitted = _kernel(fn)
-
-    @functools.wraps(fn)
-    def call(*args: Any) -> Any:
-        return jitted(*(_frozen(a) if isinstance(a, np.ndarray) else a for a in args))
-
-    call.jitted = jitted  # type: ignore[attr-defined]
-    return call
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    if not a.flags.writeable:
-        return a
-    view = a.view()
-    view.flags.writeable = False
-    return view
 
 
 def topological_order(indptr: np.ndarray, src: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.fingerprint import pending_writes
 from nsysmoe.io.bulk import DB_ERRORS, BulkReader, MixedTypes
 from nsysmoe.io.clean import decode_text
+from nsysmoe.io.pages import Pages, pages_enabled
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
@@ -125,6 +126,7 @@ def _checked(expr: str) -> str:
 
 
 _INT_LITERAL = re.compile(r"-?[0-9]{1,18}")
+_PLAIN = re.compile(r'"(\w+)"|([A-Za-z_]\w*)')  # a column named as it is
 
 
 def _constants(exprs: Sequence[str], schema: dict[str, pl.DataType]) -> dict[str, object]:
@@ -156,10 +158,13 @@ def _where(*conditions: str) -> str:
 class Db:
     """A read-only export plus its table/column catalogue; bulk reads go through BulkReader."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, bulk: BulkReader):
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, bulk: BulkReader, pages: Pages | None = None
+    ):
         self.conn = conn
         self.path = path
         self.bulk = bulk
+        self.pages = pages  # the plain case decoded from the file's pages (io.pages)
         self._text = _Text()
         conn.text_factory = self._text
         self.replaced = 0  # strings with invalid UTF-8 read by select()
@@ -254,6 +259,37 @@ class Db:
         # every column gets its own name: two missing columns both read as ``NULL``
         plain = [f'{e} AS "{n}"' for n, e in zip(names, plain, strict=True)]
         checked = [f'{e} AS "{n}"' for n, e in zip(names, checked, strict=True)]
+        direct = self._from_pages(table, exprs, schema, names, where)
+        if direct is not None:
+            df = direct
+        else:
+            df = self._from_sql(table, plain, checked, raw, exprs, schema, where)
+        for n in text:
+            decoded, bad = decode_text(df[n])
+            self.replaced += bad
+            df = df.with_columns(decoded.alias(n))
+        if consts:
+            df = df.with_columns(pl.lit(v, schema[n]).alias(n) for n, v in consts.items())
+        return df.select(list(schema))
+
+    def _from_pages(self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType],
+                    names: list[str], where: str) -> pl.DataFrame | None:  # fmt: skip
+        """The raw columns decoded from the file's pages (:mod:`nsysmoe.io.pages`), where
+        every one is a plain column of ``table`` and the pages are the plain case; else None."""
+        if self.pages is None:
+            return None
+        by_name = dict(zip(schema, exprs, strict=True))
+        columns = [_PLAIN.fullmatch(by_name[n]) for n in names]
+        if not names or not all(columns):
+            return None
+        got = self.pages.select(
+            table, [m[1] or m[2] for m in columns], [schema[n] == pl.String for n in names], where
+        )
+        return None if got is None else pl.DataFrame(dict(zip(names, got, strict=True)))
+
+    def _from_sql(self, table: str, plain: list[str], checked: list[str],
+                  raw: dict[str, pl.DataType], exprs: Sequence[str],
+                  schema: dict[str, pl.DataType], where: str) -> pl.DataFrame:  # fmt: skip
         tails = [f" FROM {table}{_where(part, where)}" for part in self.parts(table)]
         try:
             if not self.bulk.arrow:  # row tuples convert leniently (1.5 → 1): always check
@@ -263,13 +299,7 @@ class Db:
             df = self.bulk.frames(["SELECT " + ", ".join(checked) + t for t in tails], raw)
             if self.bulk.arrow or self._has_mixed(table, exprs, schema, where):
                 self.mixed.add(table)
-        for n in text:
-            decoded, bad = decode_text(df[n])
-            self.replaced += bad
-            df = df.with_columns(decoded.alias(n))
-        if consts:
-            df = df.with_columns(pl.lit(v, schema[n]).alias(n) for n, v in consts.items())
-        return df.select(list(schema))
+        return df
 
     def _has_mixed(
         self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType], where: str
@@ -331,10 +361,11 @@ def opened(path: Path, pool: Executor | None = None) -> Iterator[Db]:
     """The export at ``path`` as a :class:`Db`; ``pool`` reads big tables in parallel parts."""
     conn, uri = connect_readonly(path)
     before = _state(path)
-    bulk = None
+    bulk = pages = None
     try:
         bulk = BulkReader(uri, conn, pool)
-        yield Db(conn, path, bulk)
+        pages = Pages.open(path, conn, pool) if pages_enabled() else None
+        yield Db(conn, path, bulk, pages)
         if _state(path) != before:
             raise NsysmoeError(
                 f"{path}: the file changed while it was read (is it still being written?); "
@@ -346,6 +377,8 @@ def opened(path: Path, pool: Executor | None = None) -> Iterator[Db]:
     finally:
         if bulk is not None:
             bulk.close()
+        if pages is not None:
+            pages.close()
         conn.close()
 
 

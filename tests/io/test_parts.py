@@ -24,6 +24,13 @@ BAD_UTF8 = "CAST(X'626164ff6e616d65' AS TEXT)"  # b"bad\xffname"
 NVTX = "NVTX_EVENTS"
 
 
+@pytest.fixture(autouse=True)
+def through_sql(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These are the SQL path's parts: the page decoder (io.pages, tested against this path
+    in test_pages.py) would answer first."""
+    monkeypatch.setenv("NSYSMOE_READER", "sql")
+
+
 def assert_same(a: Trace, b: Trace) -> None:
     for field in dataclasses.fields(Trace):
         x, y = getattr(a, field.name), getattr(b, field.name)
