@@ -57,6 +57,8 @@ CP_RSS_LIMIT = 1.20
 NO_CP = "--no-critical-path"
 #: the reader alone: imports + ``load_trace`` of ``sys.argv[1]``
 LOAD = "import sys; from nsysmoe.io import load_trace; load_trace(sys.argv[1])"
+#: every table read through SQL (ADBC), not decoded from the file's pages (nsysmoe.io.pages)
+SQL_ONLY = {**os.environ, "NSYSMOE_READER": "sql"}
 
 
 def nsysmoe_cmd(*args: str, out: str = os.devnull) -> list[str]:
@@ -164,6 +166,10 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str, cp: bool) 
         plan.steps.append(("floor2", cmd_step("floor2", floor.command_split(cli, ex.off))))
     plan.add("load", "  nsysmoe reader alone (load_trace)", "imports + read into polars frames")
     plan.steps.append(("load", cmd_step("load", [PY, "-c", LOAD, str(ex.off)])))
+    plan.add("load.sql", "  the same through SQL only", "NSYSMOE_READER=sql: no page decoder")
+    plan.steps.append(
+        ("load.sql", cmd_step("load.sql", [PY, "-c", LOAD, str(ex.off)], env=SQL_ONLY))
+    )
     plan.ratios += [
         Ratio("analyze / decode floor", "analyze", "floor", "≤ 2.5", 2.5),
         # the bound of the row above: analyze's CPU time spread over every core, none idle
@@ -171,6 +177,7 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str, cp: bool) 
               cpu_over_cores=CORES),
         Ratio("analyze / 2-process floor", "analyze", "floor2"),
         Ratio("reader alone / decode floor", "load", "floor"),
+        Ratio("  reader alone / the same through SQL only", "load", "load.sql"),
     ]
 
 
@@ -273,20 +280,25 @@ def cache_steps(plan: Plan, ex: Exports, scratch: Path, help_text: str) -> None:
     ]
 
 
-#: the compiled passes loaded in a fresh process: prints the seconds ``core.warm()`` took
-COMPILE = ("import time; from nsysmoe.depgraph import core; t = time.perf_counter(); "
-           "core.warm(); print(time.perf_counter() - t)")  # fmt: skip
+#: the compiled loops loaded in a fresh process: prints the seconds ``core.warm()`` (the
+#: dependency graph's passes) and ``pages.warm()`` (the reader's page decoder) took together
+COMPILE = ("import time; from nsysmoe.depgraph import core; from nsysmoe.io import pages; "
+           "t = time.perf_counter(); core.warm(); pages.warm(); "
+           "print(time.perf_counter() - t)")  # fmt: skip
 
 
 def compile_steps(plan: Plan, scratch: Path, help_text: str) -> None:
-    """The first run's compile of the dependency graph's passes (issue 35: ≤ 3 s, reported):
-    ``core.warm()`` with an empty numba cache (a fresh ``NUMBA_CACHE_DIR`` every round), then
-    again with the cache it left (what every later run pays)."""
+    """The first run's compile (issue 35: ≤ 3 s, reported) of the dependency graph's passes
+    and the reader's page decoder: ``core.warm()`` and ``pages.warm()`` with an empty numba
+    cache (a fresh ``NUMBA_CACHE_DIR`` every round), then again with the cache they left (what
+    every later run pays). A first run does not wait for either: the decoder compiles while
+    SQL reads the tables, the passes while the trace is classified."""
     if NO_CP not in help_text:
         plan.notes.append("no compile rows: analyze has no dependency graph")
         return
-    plan.add("compile.first", "first-run compile (numba, empty cache)", "core.warm() alone")
-    plan.add("compile.cached", "  the same from the cache it left", "core.warm() alone")
+    what = "core.warm() + pages.warm() alone"
+    plan.add("compile.first", "first-run compile (numba, empty cache)", what)
+    plan.add("compile.cached", "  the same from the cache it left", what)
 
     def step(_: int) -> dict[str, Outcome]:
         cache = scratch / "numba-cache"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
@@ -38,6 +39,9 @@ LEAF, INTERIOR = 13, 5  # table b-tree page types
 INT, TEXT, ROWID_ALIAS = 0, 1, 2  # what each decoded column is read as
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BATCH_BYTES = 8 << 20  # pages decoded per task
+#: the longest a read waits for the decoder to load from numba's disk cache (about 0.2 s); a
+#: first run, which compiles it (about 1.5 s), reads through SQL meanwhile
+READY_WAIT_S = 30.0
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
 #: one condition of a WHERE: ``name OP integer`` or ``name IN (integers)``
 _ATOM = re.compile(
@@ -85,6 +89,7 @@ class Pages:
         if not utf8 or page_size < 512 or page_size & (page_size - 1) or head[20] > page_size - 480:
             os.close(fd)
             return None
+        _start_warming()
         return cls(fd, page_size, page_size - head[20], conn, pool)
 
     def close(self) -> None:
@@ -98,7 +103,7 @@ class Pages:
         Binary for a ``text`` one, read as ``CAST(coalesce(col, '') AS BLOB)``), in rowid
         order; None where the table, a value or the WHERE is not the plain case."""
         layout = self._layout(table)
-        if layout is None:
+        if layout is None or not _ready():
             return None
         try:
             want = [layout.index(c) for c in columns]
@@ -464,8 +469,53 @@ def _gather(buf: np.ndarray, at: np.ndarray, length: np.ndarray, to: np.ndarray,
             out[b + k] = buf[a + k]
 
 
+_WARM = threading.Event()  # set once the warm-up is over, whatever its outcome
+_PROBED = threading.Event()  # set once it is known whether it loads or compiles
+_WARMING = threading.Lock()
+_warming: threading.Thread | None = None
+_loading = False  # from numba's disk cache
+_compiled = False  # the warm-up succeeded
+
+
+def _ready() -> bool:
+    """Whether the decoder can run now: wait while it loads from the disk cache, not while
+    it compiles."""
+    if not _PROBED.wait(READY_WAIT_S):
+        return False
+    if _loading:
+        _WARM.wait(READY_WAIT_S)
+    return _WARM.is_set() and _compiled
+
+
+def _start_warming() -> None:
+    """Load the decoder on a thread of its own, once per process: from numba's disk cache it
+    is ready before the first big table is; compiled (a first run) it is not, and the reads
+    meanwhile go through SQL (the same rows), so no run waits for the compiler."""
+    global _warming
+    with _WARMING:
+        if _warming is None:
+            _warming = threading.Thread(target=_warm_and_tell, name="nsysmoe-pages", daemon=True)
+            _warming.start()
+
+
+def _warm_and_tell() -> None:
+    global _loading
+    try:
+        _u16(np.zeros(2, np.uint8), 0)
+        _loading = bool(_u16.stats.cache_hits)
+        _PROBED.set()
+        warm()
+    except Exception:  # noqa: BLE001 - a decoder that cannot compile: every read is SQL's
+        pass
+    finally:
+        _PROBED.set()
+        _WARM.set()
+
+
 def warm() -> None:
-    """Load (or compile) the decoder on a tiny page, so the first read does not."""
+    """Load (or compile) the decoder on a tiny page, so the first read does not; from then
+    on every read of this process tries the pages first."""
+    global _compiled
     page = np.zeros(512, np.uint8)
     page[0] = LEAF
     one = np.zeros(1, np.int64)
@@ -473,3 +523,6 @@ def warm() -> None:
     _decode(page, 512, 512, 0, 0, one, one, grid, np.zeros((1, 1), np.bool_), grid)
     _children(page, 512, 0, 0, one)
     _gather(page, one, one, one, page)
+    _compiled = True
+    _PROBED.set()
+    _WARM.set()
