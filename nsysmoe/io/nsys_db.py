@@ -364,7 +364,7 @@ def opened(path: Path, pool: Executor | None = None) -> Iterator[Db]:
     bulk = pages = None
     try:
         bulk = BulkReader(uri, conn, pool)
-        pages = Pages.open(path, conn, pool) if pages_enabled() else None
+        pages = Pages.open(path, conn, pool) if pages_enabled(path) else None
         yield Db(conn, path, bulk, pages)
         if _state(path) != before:
             raise NsysmoeError(

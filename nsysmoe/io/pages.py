@@ -39,6 +39,9 @@ LEAF, INTERIOR = 13, 5  # table b-tree page types
 INT, TEXT, ROWID_ALIAS = 0, 1, 2  # what each decoded column is read as
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BATCH_BYTES = 8 << 20  # pages decoded per task
+#: files smaller than this are read through SQL: it reads them in less time than the decoder
+#: takes to load (numba's import and first call, ~0.5 s)
+PAGES_FROM_BYTES = 64 << 20
 #: the longest a read waits for the decoder to load from numba's disk cache (about 0.2 s); a
 #: first run, which compiles it (about 1.5 s), reads through SQL meanwhile
 READY_WAIT_S = 30.0
@@ -52,10 +55,18 @@ _ATOM = re.compile(
 _ONLY_AND = re.compile(r"[\s()]*(?:AND[\s()]*)*", re.IGNORECASE)
 
 
-def pages_enabled() -> bool:
-    """Whether reads try the pages first: ``NSYSMOE_READER=sql`` reads every table through SQL
-    (the reference the decoder is tested and timed against)."""
-    return os.environ.get("NSYSMOE_READER", "").lower() != "sql"
+def pages_enabled(path: Path) -> bool:
+    """Whether reads of ``path`` try the pages first: for a file of :data:`PAGES_FROM_BYTES`
+    or more (below, SQL reads it before the decoder has loaded); ``NSYSMOE_READER=sql`` reads
+    every file through SQL (the reference the decoder is tested and timed against),
+    ``NSYSMOE_READER=pages`` every file from its pages."""
+    how = os.environ.get("NSYSMOE_READER", "").lower()
+    if how in ("sql", "pages"):
+        return how == "pages"
+    try:
+        return path.stat().st_size >= PAGES_FROM_BYTES
+    except OSError:
+        return False
 
 
 class Undecodable(Exception):
