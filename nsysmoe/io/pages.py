@@ -46,13 +46,13 @@ PAGES_FROM_BYTES = 64 << 20
 #: first run, which compiles it (about 1.5 s), reads through SQL meanwhile
 READY_WAIT_S = 30.0
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
+_HOLE = "\x00"  # a condition, in the shape of a WHERE (no SQL text holds this character)
 #: one condition of a WHERE: ``name OP integer`` or ``name IN (integers)``
 _ATOM = re.compile(
     r'(?:"(?P<q>\w+)"|(?P<n>[A-Za-z_]\w*))\s*(?P<op><=|>=|<|>|=|\bIN\b)\s*'
-    r"(?P<v>\(\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\)|-?\d+)",
+    r"(?P<v>\(\s*-?\d+(?:\s*,\s*-?\d+)*\s*\)|-?\d+(?![\w.]))",
     re.IGNORECASE,
 )
-_ONLY_AND = re.compile(r"[\s()]*(?:AND[\s()]*)*", re.IGNORECASE)
 
 
 def pages_enabled(path: Path) -> bool:
@@ -137,14 +137,19 @@ class Pages:
                 j = len(cols) - 1
             where_in.append((j, values))
         try:
-            leaves = self._leaves(layout.root, lo, hi)
-            batches = _batches(leaves, max(1, BATCH_BYTES // self.page_size))
-            job = _Job(self, np.array(cols, np.int64), np.array(kinds, np.int64), lo, hi,
-                       where_in, len(want))
-            if self._pool is not None and len(batches) > 1:
-                parts = [f.result() for f in [self._pool.submit(job.run, b) for b in batches]]
+            if lo > hi:  # no rowid can be in the range
+                leaves = low = high = np.zeros(0, np.int64)
             else:
-                parts = [job.run(b) for b in batches]
+                leaves, low, high = self._leaves(layout.root, lo, hi)
+            per = max(1, BATCH_BYTES // self.page_size)
+            batches = [slice(i, i + per) for i in range(0, leaves.size, per)]
+            job = _Job(self, np.array(cols, np.int64), np.array(kinds, np.int64), lo, hi,
+                       where_in, len(want), layout.root)
+            runs = [(leaves[b], low[b], high[b]) for b in batches]
+            if self._pool is not None and len(runs) > 1:
+                parts = [f.result() for f in [self._pool.submit(job.run, *r) for r in runs]]
+            else:
+                parts = [job.run(*r) for r in runs]
         except (Undecodable, IndexError, OSError):
             return None
         out = []
@@ -172,26 +177,35 @@ class Pages:
                 raise Undecodable
         return buf
 
-    def _leaves(self, root: int, lo: int, hi: int) -> np.ndarray:
-        """The table's leaf pages holding rowids in [lo, hi], in rowid order (the tree walked
-        depth first; interior pages are a fraction of a percent of a table's)."""
+    def _leaves(self, root: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The table's leaf pages that may hold rowids in [lo, hi], in rowid order, with the
+        rowids each may hold by its parents' keys (inclusive bounds). The tree is walked a
+        level at a time; a page seen twice (a cycle), a level mixing leaves and interior
+        pages, or keys that do not rise within their parent's bounds is :class:`Undecodable`:
+        SQL seeks by those keys, so only a tree that keeps them reads the same by a scan."""
         level = np.array([root], np.int64)
+        low = np.array([INT64_MIN], np.int64)
+        high = np.array([INT64_MAX], np.int64)
         limit = os.fstat(self._fd).st_size // self.page_size
-        for _ in range(64):  # a table b-tree is a few levels deep; a cycle never ends
-            if level.size and (level.min() < 1 or level.max() > limit):
+        seen = np.zeros(limit + 1, np.bool_)
+        while True:
+            if level.size and (level.min() < 1 or level.max() > limit or seen[level].any()
+                               or np.unique(level).size != level.size):  # fmt: skip
                 raise Undecodable
+            seen[level] = True
             buf = self.read_pages(level)
             kinds = buf[np.arange(level.size) * self.page_size + np.where(level == 1, HEADER, 0)]
             if np.all(kinds == LEAF):
-                return level
+                return level, low, high
             if not np.all(kinds == INTERIOR) or 1 in level:
                 raise Undecodable  # leaves and interior pages at one depth: not a b-tree
-            out = np.empty(level.size * (self.page_size // 4 + 1), np.int64)
-            n = _children(buf, self.page_size, lo, hi, out)
+            most = level.size * ((self.page_size - 8) // 6 + 1)
+            out, out_low, out_high = (np.empty(most, np.int64) for _ in range(3))
+            n = _children(buf, self.page_size, self.usable, lo, hi, low, high, out, out_low,
+                          out_high)  # fmt: skip
             if n < 0:
                 raise Undecodable
-            level = out[:n]
-        raise Undecodable
+            level, low, high = out[:n], out_low[:n], out_high[:n]
 
     def _layout(self, table: str) -> _Layout | None:
         if table not in self._layouts:
@@ -247,13 +261,14 @@ class _Layout:
 
 def _conditions(where: str, layout: _Layout) -> tuple[int, int, dict[str, set[int]]]:
     """A WHERE of ANDed ``rowid`` bounds and ``column = n`` / ``column IN (n, …)`` as the
-    rowid range [lo, hi] and the values each column must hold; anything else is
+    rowid range [lo, hi] (lo > hi: none) and the values each column must hold; anything else
+    (an OR, a NOT, a function, text, a float, a dangling AND or parenthesis) is
     :class:`Undecodable`."""
     lo, hi = INT64_MIN, INT64_MAX
     equal: dict[str, set[int]] = {}
-    rest = where
+    shape = where
     for m in reversed(list(_ATOM.finditer(where))):
-        rest = rest[: m.start()] + " " + rest[m.end() :]
+        shape = shape[: m.start()] + f" {_HOLE} " + shape[m.end() :]
         name, op = (m["q"] or m["n"]), m["op"].upper()
         values = [int(v) for v in re.findall(r"-?\d+", m["v"])]
         if any(not INT64_MIN <= v <= INT64_MAX for v in values):
@@ -271,24 +286,40 @@ def _conditions(where: str, layout: _Layout) -> tuple[int, int, dict[str, set[in
             equal[name] = equal.get(name, set(values)) & set(values)
         else:
             raise Undecodable
-    if not _ONLY_AND.fullmatch(rest):
+    if _HOLE in where or (shape.strip() and _reduced(shape) != _HOLE):
         raise Undecodable
+    if lo > hi:  # also where a bound lay past the int64 range: no rowid is in it
+        return 1, 0, equal
     return lo, hi, equal
 
 
-def _batches(leaves: np.ndarray, per: int) -> list[np.ndarray]:
-    return [leaves[i : i + per] for i in range(0, leaves.size, per)]
+def _reduced(shape: str) -> str:
+    """``shape`` (the WHERE with each condition written :data:`_HOLE`) reduced by "C AND C"
+    → C and "(C)" → C: a conjunction of conditions, however parenthesised, reduces to C;
+    anything else does not."""
+    shape = " ".join(shape.split())
+    while True:
+        fewer = shape.replace(f"( {_HOLE} )", _HOLE).replace(f"({_HOLE})", _HOLE)
+        fewer = fewer.replace(f"( {_HOLE})", _HOLE).replace(f"({_HOLE} )", _HOLE)
+        fewer = re.sub(f"{_HOLE} (?i:AND) {_HOLE}", _HOLE, fewer)
+        if fewer == shape:
+            return shape
+        shape = fewer
 
 
 class _Job:
     """One SELECT's decoding, run on batches of leaf pages."""
 
     def __init__(self, pages: Pages, cols: np.ndarray, kinds: np.ndarray, lo: int, hi: int,
-                 where_in: list[tuple[int, np.ndarray]], selected: int) -> None:  # fmt: skip
+                 where_in: list[tuple[int, np.ndarray]], selected: int,
+                 root: int) -> None:  # fmt: skip
         self.pages, self.cols, self.kinds = pages, cols, kinds
         self.lo, self.hi, self.where_in, self.selected = lo, hi, where_in, selected
+        self.root = root
 
-    def run(self, leaves: np.ndarray) -> list[pl.Series]:
+    def run(self, leaves: np.ndarray, low: np.ndarray, high: np.ndarray) -> list[pl.Series]:
+        """The selected columns of the rows of ``leaves``, each leaf's rowids within its
+        bounds ``low``/``high`` (else :class:`Undecodable`)."""
         ps = self.pages.page_size
         buf = self.pages.read_pages(leaves)
         heads = np.arange(leaves.size) * ps
@@ -297,8 +328,9 @@ class _Job:
         ints = np.zeros((k, cap), np.int64)
         nulls = np.zeros((k, cap), np.bool_)
         at = np.zeros((k, cap), np.int64)
-        n = _decode(buf, ps, self.pages.usable, self.lo, self.hi, self.cols, self.kinds,
-                    ints, nulls, at)  # fmt: skip
+        empty_ok = leaves.size == 1 and int(leaves[0]) == self.root  # an empty table's root
+        n = _decode(buf, ps, self.pages.usable, self.lo, self.hi, low, high, empty_ok,
+                    self.cols, self.kinds, ints, nulls, at)  # fmt: skip
         if n < 0:
             raise Undecodable
         keep = None
@@ -359,38 +391,72 @@ def _u32(buf: np.ndarray, p: int) -> int:
 
 
 @checked_kernel
-def _children(buf: np.ndarray, page_size: int, lo: int, hi: int, out: np.ndarray) -> int:
-    """The children of the interior table pages in ``buf`` whose rowids may lie in [lo, hi],
-    in order, into ``out``: their count. Child i of a page holds the rowids above cell i−1's
-    key up to cell i's key, the right-most child those above the last key."""
+def _cells(buf: np.ndarray, base: int, head: int, page_size: int, usable: int) -> int:
+    """The page at ``base``'s cell count, where its header and cell pointers are what SQLite
+    accepts (at most (page size − 8) / 6 cells, each pointer within the cell content area);
+    else −1."""
+    ncell = _u16(buf, base + 3)
+    content = _u16(buf, base + 5)
+    if content == 0:
+        content = 65536
+    if ncell > (page_size - 8) // 6 or content > usable or content < head + 2 * ncell:
+        return -1
+    for i in range(ncell):
+        q = _u16(buf, base + head + 2 * i)
+        if q < content or q > usable - 4:
+            return -1
+    return ncell
+
+
+@checked_kernel
+def _children(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, low: np.ndarray,
+              high: np.ndarray, out: np.ndarray, out_low: np.ndarray,
+              out_high: np.ndarray) -> int:  # fmt: skip
+    """The children of the interior table pages in ``buf`` (page i's rowids within
+    [low[i], high[i]]) that may hold rowids in [lo, hi], in order, into ``out``, each with
+    the rowids it may hold into ``out_low``/``out_high``: their count, or −1 where a page is
+    not what SQLite accepts or its keys do not rise within its bounds. Child i holds the
+    rowids above cell i−1's key up to cell i's key, the right-most child those above the last."""
     n = 0
-    for base in range(0, buf.size, page_size):
-        ncell = _u16(buf, base + 3)
-        prev = np.int64(-9223372036854775807) - 1
-        above = False  # prev is a real key (the first child has no lower bound)
-        for i in range(ncell):
-            q = base + _u16(buf, base + 12 + 2 * i)
-            child = _u32(buf, q)
-            key, _ = _varint(buf, q + 4)
-            if key >= lo and (not above or prev < hi):
+    for page in range(buf.size // page_size):
+        base = page * page_size
+        ncell = _cells(buf, base, 12, page_size, usable)
+        if ncell < 1:
+            return -1
+        below = low[page]  # the least rowid the next child may hold
+        for i in range(ncell + 1):
+            if i < ncell:
+                q = base + _u16(buf, base + 12 + 2 * i)
+                child = _u32(buf, q)
+                key, _ = _varint(buf, q + 4)
+                if key < below or key > high[page]:
+                    return -1
+            else:
+                child = _u32(buf, base + 8)
+                key = high[page]
+            if key >= lo and below <= hi:
                 out[n] = child
+                out_low[n] = below
+                out_high[n] = key
                 n += 1
-            prev = key
-            above = True
-        if not above or prev < hi:
-            out[n] = _u32(buf, base + 8)
-            n += 1
+            if i < ncell:
+                if key == 9223372036854775807:
+                    return -1  # no rowid is left for the children after it
+                below = key + 1
     return n
 
 
 @checked_kernel
-def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, cols: np.ndarray,
-            kinds: np.ndarray, ints: np.ndarray, nulls: np.ndarray,
-            at: np.ndarray) -> int:  # fmt: skip
+def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, low: np.ndarray,
+            high: np.ndarray, empty_ok: bool, cols: np.ndarray, kinds: np.ndarray,
+            ints: np.ndarray, nulls: np.ndarray, at: np.ndarray) -> int:  # fmt: skip
     """Decode the rows of the leaf pages in ``buf`` whose rowid is in [lo, hi]: column j (at
     record position ``cols[j]``) into ``ints[j]``/``nulls[j]``, or for a TEXT column its
     bytes' place in ``buf`` into ``at[j]`` and their length into ``ints[j]``. The rows
-    written, or −1 where a row is not the plain case (see the module doc)."""
+    written, or −1 where a page or row is not the plain case or not what SQLite accepts: a
+    leaf without cells (``empty_ok``: an empty table's root), rowids that do not rise within
+    the leaf's bounds ``low``/``high``, a record whose header and values do not fill its
+    payload exactly (see the module doc)."""
     most = 0
     for j in range(cols.size):
         most = max(most, cols[j])
@@ -398,15 +464,23 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, cols
     where = np.empty(most + 1, np.int64)
     local = usable - 35  # a table leaf's largest payload kept in its page
     row = 0
-    for base in range(0, buf.size, page_size):
+    last = np.int64(0)
+    for page in range(buf.size // page_size):
+        base = page * page_size
         if buf[base] != 13:
             return -1
-        for c in range(_u16(buf, base + 3)):
+        ncell = _cells(buf, base, 8, page_size, usable)
+        if ncell < 0 or (ncell == 0 and not empty_ok):
+            return -1
+        for c in range(ncell):
             p = base + _u16(buf, base + 8 + 2 * c)
             size, p = _varint(buf, p)
             rowid, p = _varint(buf, p)
             if size < 0 or size > local or p + size > base + usable:
                 return -1  # spills to overflow pages, or lies about its size
+            if rowid < low[page] or rowid > high[page] or (c > 0 and rowid <= last):
+                return -1  # not where the tree's keys say: SQL's seek would not find it
+            last = rowid
             if rowid < lo or rowid > hi:
                 continue
             end = p + size
@@ -415,10 +489,13 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, cols
                 return -1
             off = p + head
             n = 0
-            while q < p + head and n <= most:
+            while q < p + head:
                 t, q = _varint(buf, q)
-                types[n] = t
-                where[n] = off
+                if q > p + head:
+                    return -1  # a serial type running past the header
+                if n <= most:
+                    types[n] = t
+                    where[n] = off
                 if t >= 12:
                     off += (t - 12) >> 1
                 elif t == 10 or t == 11 or t < 0:
@@ -430,14 +507,18 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, cols
                 elif t <= 4:
                     off += t
                 n += 1
-            if off > end:
-                return -1
+            if off != end:
+                return -1  # the values do not fill the payload exactly
             for j in range(cols.size):
                 col = cols[j]
+                kind = kinds[j]
+                if kind == 2:  # INTEGER PRIMARY KEY: SQL reads the rowid, whatever is stored
+                    ints[j, row] = rowid
+                    nulls[j, row] = False
+                    continue
                 if col >= n:
                     return -1  # a column added later: its default is in the schema, not here
                 t = types[col]
-                kind = kinds[j]
                 if kind == 1:  # text: CAST(coalesce(value, '') AS BLOB)
                     if t == 0:
                         ints[j, row] = 0
@@ -449,10 +530,7 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, cols
                     continue
                 nulls[j, row] = False
                 if t == 0:
-                    if kind == 2:
-                        ints[j, row] = rowid
-                    else:
-                        nulls[j, row] = True
+                    nulls[j, row] = True
                 elif t == 8 or t == 9:
                     ints[j, row] = t - 8
                 elif t <= 6:
@@ -531,8 +609,11 @@ def warm() -> None:
     page[0] = LEAF
     one = np.zeros(1, np.int64)
     grid = np.zeros((1, 1), np.int64)
-    _decode(page, 512, 512, 0, 0, one, one, grid, np.zeros((1, 1), np.bool_), grid)
-    _children(page, 512, 0, 0, one)
+    bound = np.zeros(1, np.int64)
+    _decode(page, 512, 512, 0, 0, bound, bound, True, one, one, grid, np.zeros((1, 1), np.bool_),
+            grid)  # fmt: skip
+    page[0] = INTERIOR
+    _children(page, 512, 512, 0, 0, bound, bound, one, one.copy(), one.copy())
     _gather(page, one, one, one, page)
     _compiled = True
     _PROBED.set()
