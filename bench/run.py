@@ -287,18 +287,22 @@ COMPILE = ("import time; from nsysmoe.depgraph import core; from nsysmoe.io impo
            "print(time.perf_counter() - t)")  # fmt: skip
 
 
-def compile_steps(plan: Plan, scratch: Path, help_text: str) -> None:
+def compile_steps(plan: Plan, scratch: Path, help_text: str, off: Path) -> None:
     """The first run's compile (issue 35: ≤ 3 s, reported) of the dependency graph's passes
     and the reader's page decoder: ``core.warm()`` and ``pages.warm()`` with an empty numba
     cache (a fresh ``NUMBA_CACHE_DIR`` every round), then again with the cache they left (what
-    every later run pays). A first run does not wait for either: the decoder compiles while
-    SQL reads the tables, the passes while the trace is classified."""
+    every later run pays). A first run waits for neither (the decoder compiles while SQL
+    reads the tables, the passes while the trace is classified): what it costs is the row
+    after, analyze OFF with an empty cache, against analyze OFF."""
     if NO_CP not in help_text:
         plan.notes.append("no compile rows: analyze has no dependency graph")
         return
     what = "core.warm() + pages.warm() alone"
     plan.add("compile.first", "first-run compile (numba, empty cache)", what)
     plan.add("compile.cached", "  the same from the cache it left", what)
+    plan.add("analyze.cold", "  analyze OFF with an empty numba cache", "a first run's compile")
+    plan.ratios.append(Ratio("first analyze (empty numba cache) / analyze", "analyze.cold",
+                             "analyze"))  # fmt: skip
 
     def step(_: int) -> dict[str, Outcome]:
         cache = scratch / "numba-cache"
@@ -313,6 +317,9 @@ def compile_steps(plan: Plan, scratch: Path, help_text: str) -> None:
                 out[key] = replace(run, seconds=float(run.stdout.split()[-1]))
             except (ValueError, IndexError):
                 out[key] = failure(run)
+        shutil.rmtree(cache, ignore_errors=True)
+        run = measure(nsysmoe_cmd(str(off)), env=env)
+        out["analyze.cold"] = run if run.rc == 0 else failure(run)
         shutil.rmtree(cache, ignore_errors=True)
         return out
 
@@ -770,7 +777,7 @@ def main() -> None:
     critical_path_ratios(plan, cp)
     ab_steps(plan, ex)
     cache_steps(plan, ex, scratch, help_text)
-    compile_steps(plan, scratch, help_text)
+    compile_steps(plan, scratch, help_text, ex.off)
     rank_steps(plan, ex, scratch)
     kineto_steps(plan, scratch, tools, args.skip_peer)
     points = [] if args.skip_scaling else scaling_steps(plan, ex)

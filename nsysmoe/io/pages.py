@@ -9,9 +9,12 @@ loop decodes those straight into column arrays.
 Only the plain case is decoded here, and it is what nsys writes: a rowid table without indexes
 or hidden columns, whose rows fit in their page, whose integer columns hold integers or NULL
 and whose text columns hold text, blobs or NULL. Anything else answers None: a float or text
-where an integer belongs, a row spilling to overflow pages, a page that is not what the tree
-says, a WHERE clause other than integer equality and rowid bounds. The caller then reads
-through SQL as before, so the rows are always the ones SQL gives, in its order.
+where an integer belongs, a row spilling to overflow pages, a WHERE clause other than integer
+equality and rowid bounds, and every page or record SQLite would refuse or read otherwise (a
+cell count or pointer out of bounds, a record whose values do not fill its payload, a page seen
+twice, rowids outside the bounds their parents' keys give: SQL seeks by those keys). The
+caller then reads through SQL as before, so the rows are always the ones SQL gives, in its
+order.
 
 The file is read with ``pread`` (not mapped: a file cut short while mapped kills the process),
 one batch of pages at a time, each batch decoded on the reader's pool without the GIL. Every
@@ -233,8 +236,8 @@ class _Layout:
             "SELECT 1 FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
         ).fetchone()
         # an index may make SQLite answer in its own order; without rowid the tree is keyed
-        # by the primary key; a DESC key is no rowid alias
-        if indexed or re.search(r"without\s+rowid|\bdesc\b", sql, re.IGNORECASE):
+        # by the primary key
+        if indexed or re.search(r"without\s+rowid", sql, re.IGNORECASE):
             return None
         info = conn.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
         if any(r[6] != 0 for r in info):  # hidden or generated columns: not all in the record
@@ -243,6 +246,8 @@ class _Layout:
         keys = [r for r in info if r[5]]
         alias = None
         if len(keys) == 1 and str(keys[0][2]).upper() == "INTEGER":
+            if re.search(r"\bdesc\b", sql, re.IGNORECASE):
+                return None  # INTEGER PRIMARY KEY DESC is no alias of the rowid
             alias = int(keys[0][0])  # INTEGER PRIMARY KEY: the rowid, NULL in the record
         return cls(row[0], index, alias)
 
@@ -574,6 +579,18 @@ def _ready() -> bool:
     if _loading:
         _WARM.wait(READY_WAIT_S)
     return _WARM.is_set() and _compiled
+
+
+def _after_fork() -> None:
+    """A child forked while the warm-up ran has no thread finishing it: it starts its own."""
+    global _WARM, _PROBED, _WARMING, _warming, _loading, _compiled
+    _WARMING = threading.Lock()
+    if not _WARM.is_set():
+        _WARM, _PROBED = threading.Event(), threading.Event()
+        _warming, _loading, _compiled = None, False, False
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _start_warming() -> None:
