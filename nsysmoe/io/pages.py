@@ -64,6 +64,8 @@ def pages_enabled(path: Path) -> bool:
     every file through SQL (the reference the decoder is tested and timed against),
     ``NSYSMOE_READER=pages`` every file from its pages."""
     how = os.environ.get("NSYSMOE_READER", "").lower()
+    if not hasattr(os, "preadv"):  # pragma: no cover - Windows: SQL reads everything
+        return False
     if how in ("sql", "pages"):
         return how == "pages"
     try:
@@ -590,7 +592,8 @@ def _after_fork() -> None:
         _warming, _loading, _compiled = None, False, False
 
 
-os.register_at_fork(after_in_child=_after_fork)
+if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX system
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _start_warming() -> None:
