@@ -156,7 +156,8 @@ def _where(*conditions: str) -> str:
 
 
 class Db:
-    """A read-only export plus its table/column catalogue; bulk reads go through BulkReader."""
+    """A read-only export plus its table/column catalogue; bulk reads decoded from the file's
+    pages where they are the plain case (:mod:`nsysmoe.io.pages`), else through BulkReader."""
 
     def __init__(
         self, conn: sqlite3.Connection, path: Path, bulk: BulkReader, pages: Pages | None = None
