@@ -27,7 +27,7 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.fingerprint import pending_writes
 from nsysmoe.io.bulk import DB_ERRORS, BulkReader, MixedTypes
 from nsysmoe.io.clean import decode_text
-from nsysmoe.io.pages import Pages, pages_enabled
+from nsysmoe.io.pages import KEYWORDS, Pages, pages_enabled
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
@@ -281,8 +281,9 @@ class Db:
             return None
         by_name = dict(zip(schema, exprs, strict=True))
         columns = [_PLAIN.fullmatch(by_name[n]) for n in names]
-        if not names or not all(columns):
-            return None
+        if not names or not all(columns) or any(m[2] and m[2].upper() in KEYWORDS
+                                                for m in columns):  # fmt: skip
+            return None  # an expression, or a keyword (NULL, CURRENT_DATE) rather than a column
         got = self.pages.select(
             table, [m[1] or m[2] for m in columns], [schema[n] == pl.String for n in names], where
         )

@@ -7,19 +7,22 @@ header of varint serial types, then the values (https://sqlite.org/fileformat2.h
 loop decodes those straight into column arrays.
 
 Only the plain case is decoded here, and it is what nsys writes: a rowid table without indexes
-or hidden columns, whose rows fit in their page, whose integer columns hold integers or NULL
-and whose text columns hold text, blobs or NULL. Anything else answers None: a float or text
-where an integer belongs, a row spilling to overflow pages, a WHERE clause other than integer
-equality and rowid bounds, and every page or record SQLite would refuse or read otherwise (a
-cell count or pointer out of bounds, a record whose values do not fill its payload, a page seen
-twice, rowids outside the bounds their parents' keys give: SQL seeks by those keys). The
-caller then reads through SQL as before, so the rows are always the ones SQL gives, in its
-order.
+or hidden columns, whose rows fit in their page, whose integer columns (not of REAL affinity)
+hold integers or NULL and whose text columns hold text, blobs or NULL. Anything else answers
+None: a float or text where an integer belongs, a row spilling to overflow pages, a WHERE
+clause other than integer equality and rowid bounds, and the damage SQLite is known to refuse
+or to read otherwise (a cell count or pointer out of bounds, a record whose values do not fill
+its payload, sizes past SQLite's 32 bits, a page seen twice or past the header's page count,
+rowids outside the bounds their parents' keys give: SQL seeks by those keys, and reads the
+leaf on each side of a range too). The caller then reads through SQL as before, so the rows are
+the ones SQL gives, in its order, on every file the tests hold (tests/io/test_pages.py: real
+exports, generated tables, damaged copies); damage nobody has tried may still read otherwise.
 
 The file is read with ``pread`` (not mapped: a file cut short while mapped kills the process),
-one batch of pages at a time, each batch decoded on the reader's pool without the GIL. Every
-index into the file's bytes is checked (:func:`nsysmoe.jit.checked_kernel`): bytes that lie
-raise an IndexError, which is caught and answered with None.
+a batch of 8 MB of leaf pages at a time, each batch decoded on the reader's pool without the
+GIL. Every position into the file's bytes is checked before use where a lying value could
+make it negative, and every index is bounds-checked (:func:`nsysmoe.jit.checked_kernel`):
+bytes that lie raise an IndexError, which is caught and answered with None.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, wait
 from pathlib import Path
 from sqlite3 import Connection
 
@@ -49,6 +52,19 @@ PAGES_FROM_BYTES = 64 << 20
 #: first run, which compiles it (about 1.5 s), reads through SQL meanwhile
 READY_WAIT_S = 30.0
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
+#: SQLite's keywords (sqlite.org/lang_keywords.html): unquoted, one is not read as a column
+KEYWORDS = frozenset("""ABORT ACTION ADD AFTER ALL ALTER ALWAYS ANALYZE AND AS ASC ATTACH
+AUTOINCREMENT BEFORE BEGIN BETWEEN BY CASCADE CASE CAST CHECK COLLATE COLUMN COMMIT CONFLICT
+CONSTRAINT CREATE CROSS CURRENT CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP DATABASE DEFAULT
+DEFERRABLE DEFERRED DELETE DESC DETACH DISTINCT DO DROP EACH ELSE END ESCAPE EXCEPT EXCLUDE
+EXCLUSIVE EXISTS EXPLAIN FAIL FILTER FIRST FOLLOWING FOR FOREIGN FROM FULL GENERATED GLOB GROUP
+GROUPS HAVING IF IGNORE IMMEDIATE IN INDEX INDEXED INITIALLY INNER INSERT INSTEAD INTERSECT INTO
+IS ISNULL JOIN KEY LAST LEFT LIKE LIMIT MATCH MATERIALIZED NATURAL NO NOT NOTHING NOTNULL NULL
+NULLS OF OFFSET ON OR ORDER OTHERS OUTER OVER PARTITION PLAN PRAGMA PRECEDING PRIMARY QUERY RAISE
+RANGE RECURSIVE REFERENCES REGEXP REINDEX RELEASE RENAME REPLACE RESTRICT RETURNING RIGHT
+ROLLBACK ROW ROWS SAVEPOINT SELECT SET TABLE TEMP TEMPORARY THEN TIES TO TRANSACTION TRIGGER
+UNBOUNDED UNION UNIQUE UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH
+WITHOUT""".split())
 _HOLE = "\x00"  # a condition, in the shape of a WHERE (no SQL text holds this character)
 #: one condition of a WHERE: ``name OP integer`` or ``name IN (integers)``
 _ATOM = re.compile(
@@ -98,11 +114,21 @@ class Pages:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
             return None
-        head = os.pread(fd, HEADER, 0)
+        try:
+            head = os.pread(fd, HEADER, 0)
+            size = os.fstat(fd).st_size
+        except OSError:
+            head = b""
         page_size = int.from_bytes(head[16:18], "big") if len(head) == HEADER else 0
         page_size = 65536 if page_size == 1 else page_size
         utf8 = len(head) == HEADER and int.from_bytes(head[56:60], "big") == 1
         if not utf8 or page_size < 512 or page_size & (page_size - 1) or head[20] > page_size - 480:
+            os.close(fd)
+            return None
+        # SQLite takes the header's page count where it is valid (its change counter matches),
+        # and refuses pages past it: a file whose size says otherwise is SQL's to read
+        pages = int.from_bytes(head[28:32], "big")
+        if head[24:28] == head[92:96] and pages and pages != size // page_size:
             os.close(fd)
             return None
         _start_warming()
@@ -128,9 +154,14 @@ class Pages:
         except Undecodable:
             return None
         # the selected columns, then any only filtered on (as integers)
-        kinds = [TEXT if t else layout.kind(c) for c, t in zip(want, text, strict=True)]
-        if ROWID_ALIAS in [layout.kind(c) for c, t in zip(want, text, strict=True) if t]:
-            return None  # the rowid as text: SQL writes it out
+        try:
+            kinds = [TEXT if t else layout.kind(c) for c, t in zip(want, text, strict=True)]
+            if any(t and c == layout.alias for c, t in zip(want, text, strict=True)):
+                return None  # the rowid as text: SQL writes it out
+            for c, _ in filters:
+                layout.kind(c)
+        except Undecodable:
+            return None
         cols = list(want)
         where_in = []
         for c, values in filters:
@@ -144,15 +175,17 @@ class Pages:
         try:
             if lo > hi:  # no rowid can be in the range
                 leaves = low = high = np.zeros(0, np.int64)
-            else:
-                leaves, low, high = self._leaves(layout.root, lo, hi)
+            else:  # with the leaves of lo − 1 and hi + 1: SQL's seek and its step past the
+                # range read those too (and refuse them if damaged)
+                leaves, low, high = self._leaves(layout.root, max(lo, INT64_MIN + 1) - 1,
+                                                 min(hi, INT64_MAX - 1) + 1)  # fmt: skip
             per = max(1, BATCH_BYTES // self.page_size)
             batches = [slice(i, i + per) for i in range(0, leaves.size, per)]
             job = _Job(self, np.array(cols, np.int64), np.array(kinds, np.int64), lo, hi,
                        where_in, len(want), layout.root)
             runs = [(leaves[b], low[b], high[b]) for b in batches]
             if self._pool is not None and len(runs) > 1:
-                parts = [f.result() for f in [self._pool.submit(job.run, *r) for r in runs]]
+                parts = _all_or_none([self._pool.submit(job.run, *r) for r in runs])
             else:
                 parts = [job.run(*r) for r in runs]
         except (Undecodable, IndexError, OSError):
@@ -198,12 +231,16 @@ class Pages:
                                or np.unique(level).size != level.size):  # fmt: skip
                 raise Undecodable
             seen[level] = True
-            buf = self.read_pages(level)
-            kinds = buf[np.arange(level.size) * self.page_size + np.where(level == 1, HEADER, 0)]
-            if np.all(kinds == LEAF):
+            if level.size == 0:
                 return level, low, high
-            if not np.all(kinds == INTERIOR) or 1 in level:
-                raise Undecodable  # leaves and interior pages at one depth: not a b-tree
+            # every page at one depth is of one kind: the first tells which; the leaves are
+            # read (and each one's kind checked) by the decoding, a batch at a time
+            first = self.read_pages(level[:1])[HEADER if level[0] == 1 else 0]
+            if first == LEAF:
+                return level, low, high
+            if first != INTERIOR or 1 in level:
+                raise Undecodable
+            buf = self.read_pages(level)
             most = level.size * ((self.page_size - 8) // 6 + 1)
             out, out_low, out_high = (np.empty(most, np.int64) for _ in range(3))
             n = _children(buf, self.page_size, self.usable, lo, hi, low, high, out, out_low,
@@ -218,13 +255,27 @@ class Pages:
         return self._layouts[table]
 
 
+def _all_or_none(futures: list[Future[list[pl.Series]]]) -> list[list[pl.Series]]:
+    """Every batch's columns in order; where one fails, the others are cancelled or waited for
+    (none reads the file after the caller has gone on to SQL) and its error is raised."""
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
+
+
 class _Layout:
     """Where a table's b-tree starts and where each column stands in its records."""
 
-    def __init__(self, root: int, index: dict[str, int], alias: int | None) -> None:
+    def __init__(self, root: int, index: dict[str, int], alias: int | None,
+                 real: set[int]) -> None:  # fmt: skip
         self.root = root
         self._index = index
-        self._alias = alias
+        self.alias = alias
+        self._real = real  # REAL affinity: an integer on disk is a float to SQL
 
     @classmethod
     def of(cls, conn: Connection, table: str) -> _Layout | None:
@@ -244,26 +295,48 @@ class _Layout:
         info = conn.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
         if any(r[6] != 0 for r in info):  # hidden or generated columns: not all in the record
             return None
-        index = {str(r[1]).lower(): int(r[0]) for r in info}
+        index = {_folded(str(r[1])): int(r[0]) for r in info}
         keys = [r for r in info if r[5]]
         alias = None
         if len(keys) == 1 and str(keys[0][2]).upper() == "INTEGER":
             if re.search(r"\bdesc\b", sql, re.IGNORECASE):
-                return None  # INTEGER PRIMARY KEY DESC is no alias of the rowid
+                return None  # a DESC anywhere may make the key no alias of the rowid: SQL's
             alias = int(keys[0][0])  # INTEGER PRIMARY KEY: the rowid, NULL in the record
-        return cls(row[0], index, alias)
+        real = {int(r[0]) for r in info if _real_affinity(str(r[2] or ""))}
+        return cls(row[0], index, alias, real)
 
     def index(self, column: str) -> int:
-        i = self._index.get(column.lower())
+        i = self._index.get(_folded(column))
         if i is None:
             raise Undecodable
         return i
 
     def has(self, column: str) -> bool:
-        return column.lower() in self._index
+        return _folded(column) in self._index
 
     def kind(self, index: int) -> int:
-        return ROWID_ALIAS if index == self._alias else INT
+        """How the column at ``index`` is read as an integer (:class:`Undecodable` where SQL
+        would read a float: REAL affinity stores a whole number as an integer)."""
+        if index in self._real:
+            raise Undecodable
+        return ROWID_ALIAS if index == self.alias else INT
+
+
+def _folded(name: str) -> str:
+    """``name`` as SQLite compares identifiers: ASCII letters folded, nothing else."""
+    return name.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _real_affinity(declared: str) -> bool:
+    """Whether a column of this declared type has REAL affinity (sqlite.org/datatype3.html
+    §3.1: no INT, CHAR, CLOB, TEXT or BLOB in it, and REAL, FLOA or DOUB)."""
+    t = declared.upper()
+    if "INT" in t or any(k in t for k in ("CHAR", "CLOB", "TEXT", "BLOB")) or not t:
+        return False
+    return any(k in t for k in ("REAL", "FLOA", "DOUB"))
 
 
 def _conditions(where: str, layout: _Layout) -> tuple[int, int, dict[str, set[int]]]:
@@ -277,6 +350,8 @@ def _conditions(where: str, layout: _Layout) -> tuple[int, int, dict[str, set[in
     for m in reversed(list(_ATOM.finditer(where))):
         shape = shape[: m.start()] + f" {_HOLE} " + shape[m.end() :]
         name, op = (m["q"] or m["n"]), m["op"].upper()
+        if m["n"] and m["n"].upper() in KEYWORDS:
+            raise Undecodable  # a keyword unquoted is not a column (NULL, NOT, …)
         values = [int(v) for v in re.findall(r"-?\d+", m["v"])]
         if any(not INT64_MIN <= v <= INT64_MAX for v in values):
             raise Undecodable
@@ -293,7 +368,7 @@ def _conditions(where: str, layout: _Layout) -> tuple[int, int, dict[str, set[in
             equal[name] = equal.get(name, set(values)) & set(values)
         else:
             raise Undecodable
-    if _HOLE in where or (shape.strip() and _reduced(shape) != _HOLE):
+    if _HOLE in where or (where and _reduced(shape) != _HOLE):
         raise Undecodable
     if lo > hi:  # also where a bound lay past the int64 range: no rowid is in it
         return 1, 0, equal
@@ -330,7 +405,10 @@ class _Job:
         ps = self.pages.page_size
         buf = self.pages.read_pages(leaves)
         heads = np.arange(leaves.size) * ps
-        cap = int(((buf[heads + 3].astype(np.int64) << 8) | buf[heads + 4]).sum())
+        cells = (buf[heads + 3].astype(np.int64) << 8) | buf[heads + 4]
+        if cells.size and cells.max() > (ps - 8) // 6:  # more than a page holds: refused
+            raise Undecodable  # (before sizing the arrays by it)
+        cap = int(cells.sum())
         k = self.cols.size
         ints = np.zeros((k, cap), np.int64)
         nulls = np.zeros((k, cap), np.bool_)
@@ -428,7 +506,7 @@ def _children(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, lo
     for page in range(buf.size // page_size):
         base = page * page_size
         ncell = _cells(buf, base, 12, page_size, usable)
-        if ncell < 1:
+        if buf[base] != 5 or ncell < 1:
             return -1
         below = low[page]  # the least rowid the next child may hold
         for i in range(ncell + 1):
@@ -481,8 +559,10 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, low:
             return -1
         for c in range(ncell):
             p = base + _u16(buf, base + 8 + 2 * c)
-            size, p = _varint(buf, p)
-            rowid, p = _varint(buf, p)
+            size, q = _varint(buf, p)
+            if q - p > 4:  # SQLite reads a payload size as 32 bits, 7 of every byte
+                return -1
+            rowid, p = _varint(buf, q)
             if size < 0 or size > local or p + size > base + usable:
                 return -1  # spills to overflow pages, or lies about its size
             if rowid < low[page] or rowid > high[page] or (c > 0 and rowid <= last):
@@ -492,14 +572,14 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, low:
                 continue
             end = p + size
             head, q = _varint(buf, p)
-            if head < 1 or head > size:
+            if head < 1 or head > size or q - p > 4:
                 return -1
             off = p + head
             n = 0
             while q < p + head:
                 t, q = _varint(buf, q)
-                if q > p + head:
-                    return -1  # a serial type running past the header
+                if q > p + head or t > 4294967295:
+                    return -1  # past the header, or more than SQLite's 32 bits
                 if n <= most:
                     types[n] = t
                     where[n] = off
@@ -514,6 +594,8 @@ def _decode(buf: np.ndarray, page_size: int, usable: int, lo: int, hi: int, low:
                 elif t <= 4:
                     off += t
                 n += 1
+                if off > end:
+                    return -1  # values past the payload (checked each step: no wrap-around)
             if off != end:
                 return -1  # the values do not fill the payload exactly
             for j in range(cols.size):
@@ -576,6 +658,7 @@ _compiled = False  # the warm-up succeeded
 def _ready() -> bool:
     """Whether the decoder can run now: wait while it loads from the disk cache, not while
     it compiles."""
+    _start_warming()  # a forked child whose Db came from its parent has none running
     if not _PROBED.wait(READY_WAIT_S):
         return False
     if _loading:

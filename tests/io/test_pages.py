@@ -720,7 +720,7 @@ def test_rowid_bound_beyond_int64(where: str, tmp_path: Path) -> None:
 
 
 def layout(*columns: str) -> _Layout:
-    return _Layout(2, {c.lower(): i for i, c in enumerate(columns)}, None)
+    return _Layout(2, {c.lower(): i for i, c in enumerate(columns)}, None, set())
 
 
 LO, HI = INT64_MIN, INT64_MAX
