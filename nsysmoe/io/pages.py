@@ -109,7 +109,8 @@ class Pages:
     @classmethod
     def open(cls, path: Path, conn: Connection, pool: Executor | None = None) -> Pages | None:
         """The file's pages, or None where its header is not one this decoder reads (a
-        page size out of range, text in UTF-16): SQL reads it then."""
+        page size out of range, text in UTF-16, a page count other than the file's, a header
+        that cannot be read): SQL reads it then."""
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
