@@ -30,11 +30,11 @@ def checked_kernel(fn: Callable[..., Any]) -> Any:
         return njit(cache=False, nogil=True, boundscheck=True)(fn)
 
 
-def compiled(fn: Callable[..., Any], jit: Callable[..., Any] = kernel) -> Callable[..., Any]:
-    """``jit(fn)``, called with every array argument read-only: numba compiles once per
+def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`kernel`, called with every array argument read-only: numba compiles once per
     argument type, and a writable array is another type than a read-only one (which polars
     hands out), so without this a pass is compiled twice or more on a first run."""
-    jitted = jit(fn)
+    jitted = kernel(fn)
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
