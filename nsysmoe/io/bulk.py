@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from concurrent.futures import Executor, wait
+from concurrent.futures import Executor, Future, wait
+from typing import TypeVar
 
 import polars as pl
 
@@ -38,8 +39,24 @@ DB_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, *ADBC_ERRORS)
 BATCH_ROWS = "adbc.sqlite.query.batch_rows"
 
 
+T = TypeVar("T")
+
+
 class MixedTypes(Exception):
     """A selected column holds values of another type than asked (text in an integer column)."""
+
+
+def in_order(parts: Sequence[Future[T]]) -> list[T]:
+    """Every part's result, in order; where one fails, the others are cancelled or waited for
+    (the caller reads again or gives up: no work left behind) and the first failing part's
+    error is raised, as reading them in order would."""
+    try:
+        return [part.result() for part in parts]
+    except BaseException:
+        for part in parts:
+            part.cancel()
+        wait(parts)
+        raise
 
 
 class BulkReader:
@@ -81,13 +98,7 @@ class BulkReader:
         if not self.parallel or len(sqls) < 2:
             return pl.concat([self.frame(sql, schema) for sql in sqls])
         parts = [self._pool.submit(self._frame_alone, sql, schema) for sql in sqls]
-        try:
-            return pl.concat([part.result() for part in parts])
-        except BaseException:
-            for part in parts:  # the caller reads again or gives up: no work left behind
-                part.cancel()
-            wait(parts)
-            raise
+        return pl.concat(in_order(parts))
 
     def _frame_alone(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
         db = adbc_driver_sqlite.connect(self._uri)

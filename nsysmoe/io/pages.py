@@ -31,13 +31,14 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor
 from pathlib import Path
 from sqlite3 import Connection
 
 import numpy as np
 import polars as pl
 
+from nsysmoe.io.bulk import in_order
 from nsysmoe.jit import checked_kernel
 
 HEADER = 100  # page 1 starts with the database header
@@ -155,24 +156,22 @@ class Pages:
         except Undecodable:
             return None
         # the selected columns, then any only filtered on (as integers)
+        if any(t and c == layout.alias for c, t in zip(want, text, strict=True)):
+            return None  # the rowid as text: SQL writes it out
         try:
             kinds = [TEXT if t else layout.kind(c) for c, t in zip(want, text, strict=True)]
-            if any(t and c == layout.alias for c, t in zip(want, text, strict=True)):
-                return None  # the rowid as text: SQL writes it out
-            for c, _ in filters:
-                layout.kind(c)
+            cols = list(want)
+            where_in = []
+            for c, values in filters:
+                j = next((i for i, (d, k) in enumerate(zip(cols, kinds, strict=True))
+                          if d == c and k != TEXT), None)  # fmt: skip
+                if j is None:
+                    cols.append(c)
+                    kinds.append(layout.kind(c))
+                    j = len(cols) - 1
+                where_in.append((j, values))
         except Undecodable:
             return None
-        cols = list(want)
-        where_in = []
-        for c, values in filters:
-            j = next((i for i, (d, k) in enumerate(zip(cols, kinds, strict=True))
-                      if d == c and k != TEXT), None)  # fmt: skip
-            if j is None:
-                cols.append(c)
-                kinds.append(layout.kind(c))
-                j = len(cols) - 1
-            where_in.append((j, values))
         try:
             if lo > hi:  # no rowid can be in the range
                 leaves = low = high = np.zeros(0, np.int64)
@@ -186,7 +185,7 @@ class Pages:
                        where_in, len(want), layout.root)
             runs = [(leaves[b], low[b], high[b]) for b in batches]
             if self._pool is not None and len(runs) > 1:
-                parts = _all_or_none([self._pool.submit(job.run, *r) for r in runs])
+                parts = in_order([self._pool.submit(job.run, *r) for r in runs])
             else:
                 parts = [job.run(*r) for r in runs]
         except (Undecodable, IndexError, OSError):
@@ -254,18 +253,6 @@ class Pages:
         if table not in self._layouts:
             self._layouts[table] = _Layout.of(self._conn, table)
         return self._layouts[table]
-
-
-def _all_or_none(futures: list[Future[list[pl.Series]]]) -> list[list[pl.Series]]:
-    """Every batch's columns in order; where one fails, the others are cancelled or waited for
-    (none reads the file after the caller has gone on to SQL) and its error is raised."""
-    try:
-        return [f.result() for f in futures]
-    except BaseException:
-        for f in futures:
-            f.cancel()
-        wait(futures)
-        raise
 
 
 class _Layout:
