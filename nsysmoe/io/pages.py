@@ -681,8 +681,9 @@ def _start_warming() -> None:
 def _warm_and_tell() -> None:
     global _loading
     try:
+        here = bool(_decode.signatures)  # compiled in this process (or its parent) already
         _u16(np.zeros(2, np.uint8), 0)
-        _loading = bool(_u16.stats.cache_hits)
+        _loading = here or bool(_u16.stats.cache_hits)
         _PROBED.set()
         warm()
     except Exception:  # noqa: BLE001 - a decoder that cannot compile: every read is SQL's
