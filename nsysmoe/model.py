@@ -99,7 +99,8 @@ MEMORY_EVENT_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-SourceFormat = Literal["nsys-sqlite", "kineto-json"]
+#: the input format a trace was read from (nsys: ``nsys export --type sqlite|parquetdir|arrowdir``)
+SourceFormat = Literal["nsys-sqlite", "nsys-parquet", "nsys-arrow", "kineto-json"]
 
 #: Report order of the channel vocabulary; a user's own channel names follow, sorted.
 CHANNEL_ORDER = (

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from nsysmoe import env
 from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.io.kineto_events import GZIP_MAGIC, is_kineto
+from nsysmoe.io.nsys_columnar import columnar_kind
 from nsysmoe.results import Failure
 from nsysmoe.text import flat
 
@@ -56,13 +57,15 @@ def expand(arg: str, skipped: list[str] | None = None, *, one_of_many: bool = Fa
 
 def _expand(arg: str) -> tuple[list[str], list[str]]:
     path = Path(arg)
+    if path.is_dir() and columnar_kind(path):
+        return [arg], []  # one Parquet/Arrow export
     if path.is_dir():
-        found, skipped = _traces(_one_per_run(p for p in path.iterdir()
-                                              if p.name.endswith(TRACE_SUFFIXES)))  # fmt: skip
+        found, skipped = _traces(_one_per_run(p for p in path.iterdir() if _export_entry(p)))
         if not found:
             besides = f" (only {skipped_note(skipped)})" if skipped else ""
             raise NsysmoeError(
-                f"{arg}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)}){besides}"
+                f"{arg}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)}) and no "
+                f"Parquet/Arrow export folders (NAME_pqtdir/, NAME_arwdir/){besides}"
             )
         return found, skipped
     if glob.has_magic(arg) and not os.path.lexists(arg):
@@ -121,12 +124,35 @@ def is_trace(path: Path) -> bool:
     return not isinstance(doc, dict) or "traceEvents" in doc
 
 
+def _export_entry(p: Path) -> bool:
+    """Whether an entry of a folder of ranks is one rank's trace: a trace file by its suffix,
+    or a folder that is a Parquet/Arrow export (it holds ``<TABLE>.parquet``/``.arrow``)."""
+    if p.is_dir():
+        return columnar_kind(p) is not None
+    return p.name.endswith(TRACE_SUFFIXES)
+
+
+#: one run's files side by side, the one kept first: its SQLite export, its report (which
+#: reads a usable Parquet export beside it), its Parquet export, its Arrow export
+_RUN_FORMS = (".sqlite", ".nsys-rep", ".qdrep", "_pqtdir", "_arwdir")
+
+
 def _one_per_run(paths: Iterable[Path]) -> list[str]:
-    """A report and its SQLite export side by side are one rank: keep the export."""
+    """A report and its exports side by side (``X.sqlite``, ``X.nsys-rep``, ``X_pqtdir/``,
+    ``X_arwdir/``) are one rank: keep one, in the order of :data:`_RUN_FORMS`."""
     paths = sorted(paths)
-    exported = {p.with_suffix("") for p in paths if p.suffix == ".sqlite"}
-    report = (".nsys-rep", ".qdrep")
-    return [str(p) for p in paths if not (p.suffix in report and p.with_suffix("") in exported)]
+
+    def run(p: Path) -> tuple[str, int] | None:
+        for rank, form in enumerate(_RUN_FORMS):
+            if p.name.endswith(form) and len(p.name) > len(form):
+                return p.name[: -len(form)], rank
+        return None
+
+    best: dict[str, int] = {}
+    for p in paths:
+        if (key := run(p)) is not None:
+            best[key[0]] = min(best.get(key[0], key[1]), key[1])
+    return [str(p) for p in paths if (key := run(p)) is None or best[key[0]] == key[1]]
 
 
 class Progress(Protocol):

@@ -99,10 +99,14 @@ def _with_shared(by: ByProcess, shared: Trace) -> ByProcess:
 def _read(path: Path) -> Trace:
     """Read a trace (:func:`_format` says which reader)."""
     from nsysmoe.io.kineto import read_kineto
+    from nsysmoe.io.nsys_columnar import read_nsys_columnar
     from nsysmoe.io.nsys_sqlite import read_nsys_sqlite
 
-    if _format(path) == "kineto":
+    kind = _format(path)
+    if kind == "kineto":
         return read_kineto(path)
+    if kind in ("parquet", "arrow"):
+        return read_nsys_columnar(path, kind)
     with _nsys_export(path) as export:
         trace = read_nsys_sqlite(export)
     return replace(trace, path=str(path))  # a report's, not its deleted export's
@@ -125,18 +129,23 @@ def _nsys_export(path: Path) -> Iterator[Path]:
 
 
 def _format(path: Path) -> str:
-    """``"kineto"`` or ``"nsys"``, by content, not suffix: SQLite magic → nsys export; gzip
-    magic or JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep``
-    go through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
+    """``"kineto"``, ``"parquet"``, ``"arrow"`` or ``"nsys"``, by content, not suffix: a
+    folder holding ``<TABLE>.parquet`` / ``<TABLE>.arrow`` files → that columnar export
+    (:func:`~nsysmoe.io.nsys_columnar.columnar_kind`); SQLite magic → nsys export; gzip magic or
+    JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep`` go
+    through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
     pass. Only regular files are opened: a FIFO, device or socket is refused before any read (an
     open of a FIFO would block, ``/dev/zero`` never ends)."""
     # the readers (and polars) are imported here, not with the package: a module of it such as
     # nsysmoe.io.output serves a cached report without them
     from nsysmoe.io.kineto import is_kineto
+    from nsysmoe.io.nsys_columnar import columnar_kind
     from nsysmoe.io.nsys_rep import REPORT_SUFFIXES
     from nsysmoe.io.nsys_sqlite import SQLITE_MAGIC
 
     _check_regular(path)
+    if path.is_dir() and (kind := columnar_kind(path)):
+        return kind
     if path.suffix in REPORT_SUFFIXES and path.is_file():
         return "nsys"
     if path.is_file():

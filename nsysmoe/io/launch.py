@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from nsysmoe.io.nsys_db import Db
+from nsysmoe.io.export_tables import ExportTables
 from nsysmoe.model import Launch
 
 _ENV_ROW = re.compile(r'^([^=\s]+)=(.*)$', re.DOTALL)
@@ -25,7 +25,21 @@ def _unquote(value: str) -> str:
     return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
 
 
-def read_launch(db: Db) -> Launch:
+#: a ";" that starts another variable: one followed by a POSIX name (or bash's exported
+#: function, ``BASH_FUNC_name%%``) and "="
+_NEXT_VARIABLE = re.compile(r";(?=[A-Za-z_][A-Za-z0-9_]*(?:%%)?=)")
+
+
+def _env_parts(value: str) -> list[str]:
+    """``DeviceEnvironment``'s variables. nsys 2022.4 and older separate them with NULs
+    (exact); later ones join them with ";" unescaped, so a value holding ";" (``LS_COLORS``,
+    Lmod's ``__LMOD_REF_COUNT_*`` path lists) is split only where a variable's name and "="
+    follow: ``fi=33;1:di=31;1`` stays one value, as the NUL-separated export of the same report
+    has it."""
+    return value.split("\x00") if "\x00" in value else _NEXT_VARIABLE.split(value)
+
+
+def read_launch(db: ExportTables) -> Launch:
     """The launch of an nsys export (:class:`~nsysmoe.model.Launch`) as recorded (not yet
     redacted: :func:`nsysmoe.io.redact.redact_trace` does that); empty when none was recorded."""
     argv: dict[int, dict[int, str]] = {}
@@ -34,7 +48,7 @@ def read_launch(db: Db) -> Launch:
     workdir = ""
     t = "META_DATA_CAPTURE"
     if db.has(t) and {"name", "value"} <= db.columns(t):
-        for name, value in db.conn.execute(f"SELECT name, value FROM {t}"):
+        for name, value in db.rows(t, ["name", "value"]):
             if not isinstance(name, str) or not isinstance(value, str):
                 continue
             proc, _, key = name.partition(":") if name.startswith("PROCESS_") else ("", "", name)
@@ -50,11 +64,11 @@ def read_launch(db: Db) -> Launch:
     system: dict[str, str] = {}
     t = "TARGET_INFO_SYSTEM_ENV"
     if db.has(t) and {"name", "value"} <= db.columns(t):
-        for name, value in db.conn.execute(f"SELECT name, value FROM {t}"):
+        for name, value in db.rows(t, ["name", "value"]):
             if not isinstance(name, str) or not isinstance(value, str):
                 continue
-            if name == "DeviceEnvironment":  # the environment again: K=V;K=V (NUL-separated
-                for part in value.split("\x00" if "\x00" in value else ";"):  # before 2022.4)
+            if name == "DeviceEnvironment":  # the environment again (see _env_parts)
+                for part in _env_parts(value):
                     if m := _ENV_ROW.match(part):
                         env.setdefault(m.group(1), _unquote(m.group(2)))
                 continue

@@ -27,14 +27,13 @@ from nsysmoe.errors import NsysmoeError
 from nsysmoe.fingerprint import pending_writes
 from nsysmoe.io.bulk import DB_ERRORS, BulkReader, MixedTypes
 from nsysmoe.io.clean import decode_text
+from nsysmoe.io.export_tables import ExportTables
 from nsysmoe.io.pages import KEYWORDS, Pages, pages_enabled
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-MAX_ID_LIST = 100_000  # above this many distinct name ids, read StringIds whole
 #: rowids per part of a table read in parallel (see :meth:`Db.parts`); the most parts per table
 PART_ROWS = 250_000
 MAX_PARTS = 16
-SUPPORTED = "nsys 2022.2 to 2026.x (export schema 2.9 to 3.2x)"
 
 
 def pid_of(col: str) -> pl.Expr:
@@ -155,9 +154,10 @@ def _where(*conditions: str) -> str:
     return f" WHERE {held}" if held else ""
 
 
-class Db:
-    """A read-only export plus its table/column catalogue; bulk reads decoded from the file's
-    pages where they are the plain case (:mod:`nsysmoe.io.pages`), else through BulkReader."""
+class Db(ExportTables):
+    """A read-only SQLite export plus its table/column catalogue; bulk reads decoded from the
+    file's pages where they are the plain case (:mod:`nsysmoe.io.pages`), else through
+    BulkReader."""
 
     def __init__(
         self, conn: sqlite3.Connection, path: Path, bulk: BulkReader, pages: Pages | None = None
@@ -182,29 +182,11 @@ class Db:
         """Strings with invalid UTF-8 bytes, shown with U+FFFD, read so far."""
         return self.replaced + self._text.replaced
 
-    def has(self, table: str) -> bool:
-        return table in self.tables
-
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
             info = self.conn.execute(f'PRAGMA table_info("{table}")').fetchall()
             self._columns[table] = {r[1] for r in info}
         return self._columns[table]
-
-    def col(self, table: str, name: str, fallback: str = "NULL") -> str:
-        """The column if the table has it, else a SQL literal: missing optional columns degrade."""
-        return f'"{name}"' if name in self.columns(table) else fallback
-
-    def need(self, table: str, *names: str) -> None:
-        """Columns a table must have; a missing one means an export layout nsysmoe does not
-        know, which is said as such (not as a corrupt file)."""
-        missing = [n for n in names if n not in self.columns(table)]
-        if missing:
-            raise NsysmoeError(
-                f"{self.path}: table {table} has no column {', '.join(missing)}: not an export "
-                f"layout nsysmoe knows ({SUPPORTED}); export the report with a supported nsys, "
-                "or report the nsys version"
-            )
 
     def parts(self, table: str) -> list[str]:
         """Conditions splitting ``table`` into rowid ranges of about :data:`PART_ROWS` rows to
@@ -313,43 +295,11 @@ class Db:
         where = f"WHERE {where} AND ({odd})" if where else f"WHERE {odd}"
         return self.conn.execute(f"SELECT 1 FROM {table} {where} LIMIT 1").fetchone() is not None
 
-    def small(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        """Small tables with nullable text (GPU info): row-wise sqlite3, each value checked
-        against its column's type (anything else becomes NULL)."""
-        rows = self.conn.execute(sql).fetchall()
-        kinds = [str if t == pl.String else int for t in schema.values()]
-        clean = [
-            tuple(v if type(v) is k and (k is str or -(2**63) <= v < 2**63) else None
-                  for v, k in zip(row, kinds, strict=True))
-            for row in rows
-        ]  # fmt: skip
-        return pl.DataFrame(clean, schema=schema, orient="row")
-
-    def strings(self, ids: pl.Series) -> pl.DataFrame:
-        """StringIds rows for the given ids only: StringIds can hold millions of rows, while a
-        table's distinct name ids are usually a few thousand."""
-        unique = ids.drop_nulls().unique()
-        return self.string_rows(unique if len(unique) <= MAX_ID_LIST else None)
-
-    def string_rows(self, unique: pl.Series | None) -> pl.DataFrame:
-        """StringIds rows (``id``, ``value``) for these distinct ids, or every row where None;
-        an id held by several rows gets the first."""
-        self.need("StringIds", "id", "value")
-        where = ""
-        if unique is not None:
-            where = "id IN (" + ",".join(map(str, unique.to_list())) + ")"
-        df = self.select("StringIds", ["id", "value"], {"id": pl.Int64, "value": pl.String}, where)
-        return df.drop_nulls("id").unique("id", keep="first")
-
-    def metadata(self) -> dict[str, str]:
-        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.has(table) and {"name", "value"} <= self.columns(table):
-                rows = self.conn.execute(f"SELECT name, value FROM {table}").fetchall()
-                return {str(k): str(v) for k, v in rows if k is not None and v is not None}
-        return {}
+    def rows(self, table: str, names: Sequence[str]) -> list[tuple[object, ...]]:
+        cols = ", ".join(f'"{n}"' for n in names)
+        return self.conn.execute(f"SELECT {cols} FROM {table}").fetchall()
 
     def last_time(self, table: str) -> int | None:
-        """The largest start or end in ``table`` (integers only)."""
         sql = 'SELECT max(max({s}), coalesce(max({e}), 0)) FROM {t}'
         row = self.conn.execute(sql.format(s="start", e='"end"', t=table)).fetchone()
         if row and row[0] is not None and type(row[0]) is not int:  # text sorts above numbers

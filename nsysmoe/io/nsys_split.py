@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe import model
-from nsysmoe.io import nsys_db
+from nsysmoe.io import export_tables
 from nsysmoe.io.clean import Notes, drop_invalid
 from nsysmoe.io.nsys_db import Db, opened
 from nsysmoe.io.nsys_sqlite import (
@@ -159,7 +159,7 @@ class _Strings:
     """The StringIds rows one table's ranges refer to, read once each: the same rows, and the
     same count of strings with invalid UTF-8 (:attr:`replaced`), as one lookup of the whole
     table's ids (:meth:`Db.strings`), which reads every StringIds row once the ids are more
-    than :data:`~nsysmoe.io.nsys_db.MAX_ID_LIST`."""
+    than :data:`~nsysmoe.io.export_tables.MAX_ID_LIST`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -179,7 +179,7 @@ class _Strings:
             if len(new) and not self._whole:
                 asked = pl.concat([self._asked, new])
                 before = db.replaced
-                if len(asked) > nsys_db.MAX_ID_LIST:  # as the whole table's lookup: every row
+                if len(asked) > export_tables.MAX_ID_LIST:  # as the whole table's lookup: every row
                     self._known, self._whole, self.replaced = db.string_rows(None), True, 0
                 else:
                     self._known = pl.concat([self._known, db.string_rows(new)])

@@ -29,9 +29,10 @@ from nsysmoe import env, model
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
+from nsysmoe.io.export_tables import ExportTables
 from nsysmoe.io.generated import generator
 from nsysmoe.io.launch import read_launch
-from nsysmoe.io.nsys_db import SQLITE_MAGIC, Db, all_of, opened, pid_of
+from nsysmoe.io.nsys_db import SQLITE_MAGIC, all_of, opened, pid_of
 from nsysmoe.model import Trace
 
 __all__ = ["SQLITE_MAGIC", "check_export", "read_nsys_sqlite"]
@@ -120,13 +121,14 @@ def _read_nvtx_alone(
     return table, missing, notes
 
 
-def check_export(db: Db) -> None:
+def check_export(db: ExportTables, what: str = "SQLite file",
+                 hint: str = "pass the output of `nsys export --type sqlite`") -> None:  # fmt: skip
     """An nsys export with kernel data, or a one-line error saying what it is instead."""
     nsys_markers = {"StringIds", KERNEL_TABLE, NVTX_TABLE, "META_DATA_EXPORT", "EXPORT_META_DATA"}
     if "StringIds" not in db.tables or not (db.tables & (nsys_markers - {"StringIds"})):
         raise NsysmoeError(
-            f"{db.path}: SQLite file is not an Nsight Systems export (no StringIds/CUPTI/NVTX "
-            "tables); pass the output of `nsys export --type sqlite`"
+            f"{db.path}: {what} is not an Nsight Systems export (no StringIds/CUPTI/NVTX "
+            f"tables); {hint}"
         )
     if not db.has(KERNEL_TABLE):
         raise NsysmoeError(
@@ -135,7 +137,7 @@ def check_export(db: Db) -> None:
         )
 
 
-def _read(db: Db) -> tuple[Trace, Notes]:
+def _read(db: ExportTables) -> tuple[Trace, Notes]:
     """Everything but NVTX (see :func:`read_nsys_sqlite`)."""
     meta = db.metadata()
     not_captured: dict[str, str] = {}
@@ -155,9 +157,8 @@ def _read(db: Db) -> tuple[Trace, Notes]:
     return replace(trace, kernels=kernels, memops=memops, runtime=runtime), notes
 
 
-def small_tables(
-    db: Db, meta: dict[str, str], keys: pl.DataFrame, not_captured: dict[str, str], notes: Notes
-) -> Trace:
+def small_tables(db: ExportTables, meta: dict[str, str], keys: pl.DataFrame,
+                 not_captured: dict[str, str], notes: Notes) -> Trace:  # fmt: skip
     """The trace without its four big tables (left empty): GPUs (those of ``keys``, the kernels'
     and memory ops' (pid, device), repeats allowed), memory events, synchronisation, metadata."""
     gpus = read_gpus(db, keys, not_captured)
@@ -183,7 +184,7 @@ def small_tables(
     )
 
 
-def check_kernels(db: Db, read: int, kept: int, notes: Notes) -> None:
+def check_kernels(db: ExportTables, read: int, kept: int, notes: Notes) -> None:
     """Refuse a kernel table whose ``read`` rows (some) were all left out (``kept`` = 0)."""
     if read and not kept:
         why = reasons_text(notes.dropped, "kernel")
@@ -210,7 +211,7 @@ def _names(ids: pl.Expr, strings: pl.DataFrame) -> pl.Expr:
 
 
 def _with_names(
-    db: Db, df: pl.DataFrame, id_cols: dict[str, str], lookup: Strings | None = None
+    db: ExportTables, df: pl.DataFrame, id_cols: dict[str, str], lookup: Strings | None = None
 ) -> pl.DataFrame:
     """Replace StringIds id columns (``{id_col: out_col}``) by their strings."""
     ids = pl.concat([df[c] for c in id_cols]) if len(df) else pl.Series([], dtype=pl.Int64)
@@ -227,13 +228,13 @@ GPU_ROW = {
 GPU_COLUMNS = ("start", "end", "deviceId", "streamId")
 
 
-def _gpu_exprs(db: Db, table: str) -> list[str]:
+def _gpu_exprs(db: ExportTables, table: str) -> list[str]:
     db.need(table, *GPU_COLUMNS)
     return ['start', '"end"', "deviceId", "streamId", db.col(table, "correlationId"),
             db.col(table, "globalPid", "0")]  # fmt: skip
 
 
-def read_kernels(db: Db, part: str = "", lookup: Strings | None = None) -> pl.DataFrame:
+def read_kernels(db: ExportTables, part: str = "", lookup: Strings | None = None) -> pl.DataFrame:
     """Kernels with their names (of the rows ``part`` selects, all by default); ``unnamed``
     marks names missing from StringIds. A kernel with a ``graphNodeId`` ran as a node of a
     CUDA-graph replay (``--cuda-graph-trace=node``)."""
@@ -258,7 +259,7 @@ def read_kernels(db: Db, part: str = "", lookup: Strings | None = None) -> pl.Da
     return df.select(list(schema)).cast(schema)
 
 
-def read_graph_rows(db: Db, notes: Notes) -> pl.DataFrame | None:
+def read_graph_rows(db: ExportTables, notes: Notes) -> pl.DataFrame | None:
     """Whole-graph replays as kernel-table rows named ``[CUDA graph N]``, or None when the
     export has none (so an export without graphs reads exactly as before)."""
     parts = []
@@ -280,29 +281,25 @@ def read_graph_rows(db: Db, notes: Notes) -> pl.DataFrame | None:
     return df.select(list(model.KERNEL_SCHEMA)).cast(model.KERNEL_SCHEMA)
 
 
-def _session_start(db: Db) -> int | None:
+def _session_start(db: ExportTables) -> int | None:
     """``TARGET_INFO_SESSION_START_TIME.utcEpochNs``: where this file's clock starts on the UTC
     epoch, so separate per-rank files can be put on one timeline."""
     t = "TARGET_INFO_SESSION_START_TIME"
     if not db.has(t) or "utcEpochNs" not in db.columns(t):
         return None
-    row = db.conn.execute(f'SELECT min("utcEpochNs") FROM {t} WHERE typeof("utcEpochNs") = '
-                          "'integer'").fetchone()  # fmt: skip
-    return int(row[0]) if row and row[0] is not None else None
+    starts = [v for (v,) in db.rows(t, ["utcEpochNs"]) if type(v) is int]
+    return min(starts) if starts else None
 
 
-def _graph_trace_options(db: Db) -> dict[str, str]:
+def _graph_trace_options(db: ExportTables) -> dict[str, str]:
     """``CUDA_GRAPH_TRACE_OPTIONS:*`` from META_DATA_CAPTURE (plain, or per process as
     ``PROCESS_n:…``); values that differ between processes are joined with ", "."""
     t = "META_DATA_CAPTURE"
     if not db.has(t) or not {"name", "value"} <= db.columns(t):
         return {}
-    rows = db.conn.execute(
-        f"SELECT name, value FROM {t} WHERE instr(name, ?) > 0", (GRAPH_OPTIONS,)
-    ).fetchall()
     found: dict[str, list[str]] = {}
-    for name, value in rows:
-        if not isinstance(name, str) or value is None:
+    for name, value in db.rows(t, ["name", "value"]):
+        if not isinstance(name, str) or GRAPH_OPTIONS not in name or value is None:
             continue
         key = name[name.index(GRAPH_OPTIONS) + len(GRAPH_OPTIONS):]
         values = found.setdefault(key, [])
@@ -311,12 +308,12 @@ def _graph_trace_options(db: Db) -> dict[str, str]:
     return {key: ", ".join(values) for key, values in sorted(found.items())}
 
 
-def _read_memops(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_memops(db: ExportTables, not_captured: dict[str, str]) -> pl.DataFrame:
     parts = [read_memop_table(db, table, kind) for table, kind in memop_tables(db, not_captured)]
     return pl.concat(parts) if parts else model.empty(model.MEMOP_SCHEMA)
 
 
-def memop_tables(db: Db, not_captured: dict[str, str]) -> list[tuple[str, str]]:
+def memop_tables(db: ExportTables, not_captured: dict[str, str]) -> list[tuple[str, str]]:
     """The memory-op tables (:data:`MEMOP_TABLES`) the export has; those it lacks are noted."""
     found = []
     for table, kind in MEMOP_TABLES:
@@ -327,7 +324,7 @@ def memop_tables(db: Db, not_captured: dict[str, str]) -> list[tuple[str, str]]:
     return found
 
 
-def read_memop_table(db: Db, table: str, kind: str, part: str = "") -> pl.DataFrame:
+def read_memop_table(db: ExportTables, table: str, kind: str, part: str = "") -> pl.DataFrame:
     """The rows ``part`` selects (all by default) of one memory-op table (:data:`MEMOP_TABLES`)."""
     schema = {**GPU_ROW, "bytes": pl.Int64, "copy_kind": pl.Int64}
     db.need(table, "bytes")
@@ -342,13 +339,13 @@ def read_memop_table(db: Db, table: str, kind: str, part: str = "") -> pl.DataFr
     return df.select(list(model.MEMOP_SCHEMA)).cast(model.MEMOP_SCHEMA)
 
 
-def _read_runtime(db: Db, not_captured: dict[str, str]) -> pl.DataFrame:
+def _read_runtime(db: ExportTables, not_captured: dict[str, str]) -> pl.DataFrame:
     if not runtime_captured(db, not_captured):
         return model.empty(model.RUNTIME_SCHEMA)
     return read_runtime_rows(db)
 
 
-def runtime_captured(db: Db, not_captured: dict[str, str]) -> bool:
+def runtime_captured(db: ExportTables, not_captured: dict[str, str]) -> bool:
     """Whether the export has CUDA API calls (if not, it is noted)."""
     t = RUNTIME_TABLE
     if not db.has(t):
@@ -358,7 +355,9 @@ def runtime_captured(db: Db, not_captured: dict[str, str]) -> bool:
     return db.has(t)
 
 
-def read_runtime_rows(db: Db, part: str = "", lookup: Strings | None = None) -> pl.DataFrame:
+def read_runtime_rows(
+    db: ExportTables, part: str = "", lookup: Strings | None = None
+) -> pl.DataFrame:
     """The CUDA API calls among the rows ``part`` selects (all by default)."""
     t = RUNTIME_TABLE
     db.need(t, "start", "end", "globalTid", "correlationId")
@@ -388,7 +387,7 @@ def _id(col: str) -> pl.Expr:
     return pl.when(pl.col(col).is_in(NO_ID)).then(None).otherwise(pl.col(col)).alias(col)
 
 
-def _read_sync_like(db: Db, table: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _read_sync_like(db: ExportTables, table: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """The rows of a synchronisation or event-record table that name their call (a row
     without a correlationId cannot be tied to a call, so is left out): only what the dependency
     graph reads; an export without the table (or its key columns) has none."""
@@ -408,15 +407,15 @@ def _read_sync_like(db: Db, table: str, schema: dict[str, pl.DataType]) -> pl.Da
     return df.select(list(schema)).cast(schema)
 
 
-def _read_syncs(db: Db) -> pl.DataFrame:
+def _read_syncs(db: ExportTables) -> pl.DataFrame:
     return _read_sync_like(db, SYNC_TABLE, model.SYNC_SCHEMA)
 
 
-def _read_event_records(db: Db) -> pl.DataFrame:
+def _read_event_records(db: ExportTables) -> pl.DataFrame:
     return _read_sync_like(db, EVENT_TABLE, model.EVENT_RECORD_SCHEMA)
 
 
-def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
+def _read_nvtx(db: ExportTables, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
     t = NVTX_TABLE
     if not nvtx_captured(db, not_captured):
         return model.empty(model.NVTX_SCHEMA)
@@ -431,7 +430,7 @@ def _read_nvtx(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFra
     return ranges.select(list(model.NVTX_SCHEMA)).cast(model.NVTX_SCHEMA)
 
 
-def nvtx_captured(db: Db, not_captured: dict[str, str]) -> bool:
+def nvtx_captured(db: ExportTables, not_captured: dict[str, str]) -> bool:
     """Whether the export has NVTX events (if not, it is noted)."""
     t = NVTX_TABLE
     if not db.has(t):
@@ -440,7 +439,10 @@ def nvtx_captured(db: Db, not_captured: dict[str, str]) -> bool:
 
 
 def read_nvtx_rows(
-    db: Db, where: str = "", lookup: Strings | None = None, types: tuple[int, ...] | None = None
+    db: ExportTables,
+    where: str = "",
+    lookup: Strings | None = None,
+    types: tuple[int, ...] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The NVTX rows of ``types`` (ranges and domain creations by default) that ``where``
     selects, with their ``name`` and ``pid``, and the StringIds rows of their text ids."""
@@ -531,7 +533,7 @@ def note_nvtx_unnamed(n: int, notes: Notes) -> None:
                           "(shown as empty names)")  # fmt: skip
 
 
-def read_gpus(db: Db, keys: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
+def read_gpus(db: ExportTables, keys: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
     """Name each (pid, device) of ``keys`` (those of the kernels and memory ops, repeats
     allowed); TARGET_INFO_CUDA_DEVICE maps CUDA ordinals to GPUs when present."""
     keys = keys.unique()
@@ -547,13 +549,13 @@ def read_gpus(db: Db, keys: pl.DataFrame, not_captured: dict[str, str]) -> pl.Da
     t = "TARGET_INFO_GPU"
     db.need(t, "id")
     info = db.small(
-        f"SELECT id, {db.col(t, 'name')}, {db.col(t, 'totalMemory')} FROM {t}",
+        t, ["id", "name", "totalMemory"],
         {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory_bytes": pl.Int64},
     ).unique("gpu_id")
     if db.has("TARGET_INFO_CUDA_DEVICE"):
         db.need("TARGET_INFO_CUDA_DEVICE", "pid", "cudaId", "gpuId")
         mapping = db.small(
-            "SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE",
+            "TARGET_INFO_CUDA_DEVICE", ["pid", "cudaId", "gpuId"],
             {"pid": pl.Int64, "device": pl.Int64, "gpu_id": pl.Int64},
         ).unique(["pid", "device"])
         keys = keys.join(mapping, on=["pid", "device"], how="left").with_columns(
@@ -565,7 +567,9 @@ def read_gpus(db: Db, keys: pl.DataFrame, not_captured: dict[str, str]) -> pl.Da
     return out.select(list(model.GPU_SCHEMA)).cast(model.GPU_SCHEMA).sort("pid", "device")
 
 
-def _read_memory_events(db: Db, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
+def _read_memory_events(
+    db: ExportTables, not_captured: dict[str, str], notes: Notes
+) -> pl.DataFrame:
     t = MEMORY_TABLE
     if not db.has(t):
         not_captured["memory_usage"] = (

@@ -128,6 +128,8 @@ def _pct(part: float, whole: float) -> float | None:
 #: how to record memory usage, per input format
 MEMORY_FLAG: dict[SourceFormat, str] = {
     "nsys-sqlite": "nsys profile --cuda-memory-usage=true",
+    "nsys-parquet": "nsys profile --cuda-memory-usage=true",
+    "nsys-arrow": "nsys profile --cuda-memory-usage=true",
     "kineto-json": "torch.profiler.profile(profile_memory=True)",
 }
 

@@ -47,7 +47,8 @@ def source_text(a: TraceAnalysis) -> str:
     if a.source_format.startswith("kineto"):
         return f"{a.path} (PyTorch profiler trace, Kineto {schema})"
     version = f"nsys {a.product_version}, " if a.product_version else ""
-    return f"{a.path} ({version}{schema})"
+    export = {"nsys-parquet": "Parquet export, ", "nsys-arrow": "Arrow export, "}
+    return f"{a.path} ({export.get(a.source_format, '')}{version}{schema})"
 
 
 def gpus_phrase(a: TraceAnalysis) -> str:

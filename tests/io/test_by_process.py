@@ -20,7 +20,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io import bulk, load_by_process, load_trace, nsys_db, nsys_split
+from nsysmoe.io import bulk, export_tables, load_by_process, load_trace, nsys_db, nsys_split
 from nsysmoe.io.nsys_split import read_by_process
 from nsysmoe.io.nsys_sqlite import read_nsys_sqlite
 from nsysmoe.io.processes import BIG_TABLES, ByProcess
@@ -213,7 +213,7 @@ def test_string_ids_read_whole_past_the_id_list(
     path = _damaged(tmp_path)
     with edited(path) as conn:  # an invalid string no row refers to
         conn.execute(f"INSERT INTO StringIds (id, value) VALUES (99999999, {BAD_UTF8})")
-    monkeypatch.setattr(nsys_db, "MAX_ID_LIST", 12)
+    monkeypatch.setattr(export_tables, "MAX_ID_LIST", 12)
     assert_split_is_whole(path, tmp_path, monkeypatch, rows=50)
 
 

@@ -1,0 +1,251 @@
+"""Reader for nsys's columnar exports: ``nsys export --type parquetdir`` (``NAME_pqtdir/`` of
+``<TABLE>.parquet``) and ``--type arrowdir`` (``NAME_arwdir/`` of ``<TABLE>.arrow``, each an Arrow
+IPC *stream*), nsys 2023 and later; also the partial ``<report>_pqtdir/`` an ``nsys recipe`` run
+leaves beside each report.
+
+They hold the SQLite export's tables and columns, typed: ids are unsigned integers (``globalPid``
+is UInt64, ``correlationId`` UInt32 in Arrow), names are StringIds ids, NVTX ``text`` is inline.
+:class:`Columnar` reads them through the same interface as the SQLite export
+(:class:`~nsysmoe.io.export_tables.ExportTables`), so the same per-table readers
+(:mod:`nsysmoe.io.nsys_sqlite`) make the same :class:`~nsysmoe.model.Trace`: only the columns a
+reader selects are read (a lazy Parquet scan; Arrow streams are read with a column projection),
+integers become Int64 exactly as SQLite stores them (a UInt64 past 2^63 as its two's complement,
+the value nsys writes to SQLite), text stays text (nulls as '').
+
+One rule says what a folder is (:func:`columnar_kind`): a folder holding ``<TABLE>.parquet`` or
+``<TABLE>.arrow`` files is one export; any other folder is a folder of ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+
+from nsysmoe.errors import NsysmoeError
+from nsysmoe.io.clean import Notes, decode_text
+from nsysmoe.io.export_tables import METADATA_TABLES, ExportTables, parse_where
+from nsysmoe.io.nsys_sqlite import _read, _read_nvtx, check_export
+from nsysmoe.model import Trace
+
+#: file suffix → export kind; one export holds files of one kind only
+SUFFIXES = {".parquet": "parquet", ".arrow": "arrow"}
+FORMATS = {"parquet": "nsys-parquet", "arrow": "nsys-arrow"}
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT64_MAX = 2**63 - 1
+
+
+def table_files(folder: Path) -> list[Path]:
+    """The ``<TABLE>.parquet`` / ``<TABLE>.arrow`` entries of a folder (not opened), sorted;
+    none for a folder of ranks or any other folder."""
+    try:
+        names = os.listdir(folder)
+    except OSError as exc:
+        raise NsysmoeError(f"{folder}: cannot list it ({exc.strerror or exc}); check its "
+                           "permissions") from None  # fmt: skip
+    found = (Path(n) for n in names)
+    return sorted(folder / p for p in found
+                  if p.suffix in SUFFIXES and _TABLE_NAME.fullmatch(p.stem))  # fmt: skip
+
+
+def columnar_kind(folder: Path) -> str | None:
+    """``"parquet"`` or ``"arrow"`` when ``folder`` is one columnar export (it holds
+    ``<TABLE>.parquet`` or ``<TABLE>.arrow`` files), else None. A folder holding both kinds is
+    refused: two exports mixed, whose tables could come from different reports."""
+    kinds = {SUFFIXES[p.suffix] for p in table_files(folder)}
+    if len(kinds) > 1:
+        raise NsysmoeError(f"{folder}: holds both .parquet and .arrow tables; an export has one "
+                           "kind: move one of them to a folder of its own")  # fmt: skip
+    return kinds.pop() if kinds else None
+
+
+def _error(path: Path, what: str) -> NsysmoeError:
+    return NsysmoeError(f"{path}: {what}")
+
+
+class Columnar(ExportTables):
+    """A Parquet or Arrow export folder, read by table and column (see the module docstring).
+    Every file is only opened for reading; a table file that is not a regular file (a FIFO, a
+    link to nothing) is refused by name before anything is read."""
+
+    def __init__(self, path: Path, kind: str):
+        self.path, self.kind = path, kind
+        self.files = {p.stem: p for p in table_files(path)}
+        for table, file in self.files.items():
+            try:
+                mode = os.stat(file).st_mode
+            except OSError as exc:
+                raise _error(file, f"cannot open table {table} ({exc.strerror or exc}); a link "
+                                   "to nothing? export the report again") from None  # fmt: skip
+            if not stat.S_ISREG(mode):
+                raise _error(file, f"table {table} is not a regular file; export the report "
+                                   "again")  # fmt: skip
+        self.tables = set(self.files)
+        self.mixed: set[str] = set()
+        self.replaced = 0
+        self._schemas: dict[str, dict[str, pl.DataType]] = {}
+
+    @property
+    def replaced_strings(self) -> int:
+        return self.replaced
+
+    def schema(self, table: str) -> dict[str, pl.DataType]:
+        """The table's columns and their types, from the file's footer or stream header."""
+        if table not in self._schemas:
+            file = self.files[table]
+            if self.kind == "parquet":
+                got = self._guard(table, lambda: pl.read_parquet_schema(file))
+            else:
+                got = self._guard(table, lambda: pl.read_ipc_stream(file, n_rows=0).schema)
+            self._schemas[table] = dict(got)
+        return self._schemas[table]
+
+    def columns(self, table: str) -> set[str]:
+        return set(self.schema(table))
+
+    def _guard(self, table: str, read):  # type: ignore[no-untyped-def]
+        """``read()``, a damaged or foreign file said in one line (polars' own reason)."""
+        what = "Parquet" if self.kind == "parquet" else "Arrow IPC stream"
+        try:
+            return read()
+        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+            reason = " ".join(str(exc).split("\n", 1)[0].split())[:200] or type(exc).__name__
+        except pl.exceptions.PanicException as exc:  # a BaseException: polars gave up on it
+            reason = " ".join(str(exc).split("\n", 1)[0].split())[:200] or "panic"
+        raise _error(self.files[table], f"unreadable {what} ({reason}); the file is truncated, "
+                                        "damaged or not an nsys export table: export the report "
+                                        "again") from None  # fmt: skip
+
+    def _frame(self, table: str, names: Sequence[str]) -> pl.DataFrame:
+        """The columns ``names`` of ``table`` (which it has), nothing else read."""
+        file = self.files[table]
+        if self.kind == "parquet":
+            return self._guard(table, lambda: pl.scan_parquet(file).select(names).collect())
+        return self._guard(table, lambda: pl.read_ipc_stream(file, columns=list(names)))
+
+    def _integer(self, table: str, name: str) -> pl.Expr:
+        """An integer column as Int64, stored values kept (UInt64 past 2^63 wraps, as SQLite
+        holds it); a column of another type is not an nsys export's, said in one line."""
+        dtype = self.schema(table)[name]
+        if dtype == pl.UInt64:
+            return pl.col(name).reinterpret(signed=True)
+        if dtype.is_integer() or dtype == pl.Null:
+            return pl.col(name).cast(pl.Int64)
+        raise _error(self.files[table], f"column {name} holds {dtype} values where nsys writes "
+                                        "integers: not an nsys export table; export the report "
+                                        "again")  # fmt: skip
+
+    def select(
+        self, table: str, exprs: Sequence[str], schema: dict[str, pl.DataType], where: str = ""
+    ) -> pl.DataFrame:
+        conditions = parse_where(where)
+        columns = [_column(e) for e in exprs]
+        names = sorted({c for c in columns if c is not None} | {c for c, _ in conditions})
+        raw = self._frame(table, names)
+        if conditions:
+            raw = raw.filter(*(self._integer(table, c).is_not_null() if values is None
+                               else self._integer(table, c).is_in(values)
+                               for c, values in conditions))  # fmt: skip
+        out = {}
+        for (alias, dtype), expr, col in zip(schema.items(), exprs, columns, strict=True):
+            if col is None:
+                out[alias] = pl.select(pl.repeat(_value(expr, dtype), raw.height,
+                                                 dtype=dtype)).to_series()  # fmt: skip
+            elif dtype == pl.String:
+                out[alias] = self._text(table, raw[col])
+            else:
+                out[alias] = raw.select(self._integer(table, col)).to_series()
+        return pl.DataFrame([v.alias(k) for k, v in out.items()], schema=schema)
+
+    def _text(self, table: str, values: pl.Series) -> pl.Series:
+        """A text column as String, nulls as '' (as SQL's coalesce); bytes decoded with invalid
+        UTF-8 shown as U+FFFD and counted."""
+        if values.dtype == pl.Binary:
+            values, bad = decode_text(values)
+            self.replaced += bad
+        elif values.dtype not in (pl.String, pl.Null):
+            raise _error(self.files[table], f"column {values.name} holds {values.dtype} values "
+                                            "where nsys writes text: not an nsys export table; "
+                                            "export the report again")  # fmt: skip
+        return values.cast(pl.String).fill_null("")
+
+    def rows(self, table: str, names: Sequence[str]) -> list[tuple[object, ...]]:
+        return self._frame(table, names).rows()
+
+    def last_time(self, table: str) -> int | None:
+        got = self.select(table, ["start", '"end"'], {"start": pl.Int64, "end": pl.Int64})
+        most = got.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
+        return None if most is None else int(most)
+
+
+def _column(expr: str) -> str | None:
+    """The column an expression names (``name`` or ``"name"``), None for a literal."""
+    bare = expr[1:-1] if len(expr) > 1 and expr[0] == expr[-1] == '"' else expr
+    if expr in ("NULL", "''") or re.fullmatch(r"-?\d+", expr):
+        return None
+    if not _TABLE_NAME.fullmatch(bare):
+        raise ValueError(f"not a column or literal a columnar export can read: {expr!r}")
+    return bare
+
+
+def _value(expr: str, dtype: pl.DataType) -> object:
+    """A literal's value as a select reads it: text is coalesce(value, '')."""
+    if dtype == pl.String:
+        return ""
+    return None if expr == "NULL" else int(expr)
+
+
+def read_nsys_columnar(path: str | Path, kind: str) -> Trace:
+    """Read a Parquet or Arrow export folder into a :class:`~nsysmoe.model.Trace`, through the
+    same table readers as an SQLite export (NVTX on a second thread, as there)."""
+    path = Path(path)
+    db, nvtx_db = Columnar(path, kind), Columnar(path, kind)
+    what = "folder of Parquet tables" if kind == "parquet" else "folder of Arrow tables"
+    check_export(db, what, f"pass the output of `nsys export --type {kind}dir`")
+    with ThreadPoolExecutor(1) as side:
+        nvtx_missing: dict[str, str] = {}
+        nvtx_notes = Notes()
+        nvtx = side.submit(_read_nvtx, nvtx_db, nvtx_missing, nvtx_notes)
+        trace, notes = _read(db)
+        nvtx_table = nvtx.result()
+    notes.replaced, notes.mixed = db.replaced_strings, db.mixed
+    nvtx_notes.replaced = nvtx_db.replaced_strings
+    notes = notes.merged(nvtx_notes)
+    return replace(
+        trace,
+        source_format=FORMATS[kind],
+        nvtx=nvtx_table,
+        not_captured={**trace.not_captured, **nvtx_missing, **missing_tables(db)},
+        warnings=notes.warnings(),
+        dropped=notes.dropped,
+    )
+
+
+#: tables a partial export (a recipe's cache, ``--tables``) may lack, and what each costs (a
+#: missing GPU table is said by the GPU reader, as for any export: ``gpu_info``)
+COSTS = {
+    "META_DATA_EXPORT": "nsys and export schema versions unknown",
+    "META_DATA_CAPTURE": "no launch command or environment: the A/B contract cannot compare them",
+    "TARGET_INFO_SYSTEM_ENV": "no driver, CUDA or host: the A/B contract cannot compare them",
+    "TARGET_INFO_SESSION_START_TIME": "no UTC clock: rank files are aligned by their steps only",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "no synchronisation edges in the critical path",
+}
+
+
+def missing_tables(db: ExportTables) -> dict[str, str]:
+    """For a partial export (no export metadata table: a recipe's cache, or made with
+    ``--tables``), each table of :data:`COSTS` it lacks and what that costs, keyed
+    ``table:NAME``; empty for a whole export."""
+    meta = db.metadata()
+    whole = any(db.has(t) for t in METADATA_TABLES) and not meta.get(
+        "EXPORT_PARAM_TABLES_TO_EXPORT", "")
+    if whole:
+        return {}
+    return {f"table:{t}": f"not in this partial export: {cost}"
+            for t, cost in COSTS.items() if not db.has(t)}  # fmt: skip
