@@ -9,6 +9,8 @@ first byte to its last (4 MiB read). So editing, replacing or re-exporting a fil
 and so does an in-place edit that keeps the size and restores the mtime — except, in a file over
 64 MiB, one that touches only bytes outside the sampled blocks: that edit is not seen.
 
+A Parquet/Arrow export folder's key (:func:`folder_key`) is its table files' keys together.
+
 A file with changes pending beside it (:func:`pending_writes`: an un-checkpointed ``-wal``, a
 live rollback ``-journal``) has no key: its content is not what a reader would see, so no cache
 serves it, and the reader refuses it with the reason.
@@ -87,6 +89,22 @@ def file_key(path: Path, *extra: object) -> str:
                 fh.seek(last * i // (SAMPLES - 1))
                 h.update(fh.read(SAMPLE_BYTES))
     return h.hexdigest()
+
+
+#: the table files of a Parquet/Arrow export folder (as nsysmoe.io.nsys_columnar reads them)
+TABLE_SUFFIXES = (".parquet", ".arrow")
+
+
+def folder_key(path: Path, *extra: object) -> str:
+    """The fingerprint of a Parquet/Arrow export folder: its resolved path and each table
+    file's :func:`file_key` with its name, so adding, removing or changing a table changes it.
+    Raises OSError when the folder holds no table file (a folder of ranks is not one input) or
+    one cannot be read."""
+    tables = sorted(p for p in path.iterdir() if p.suffix in TABLE_SUFFIXES)
+    if not tables:
+        raise OSError(f"{path}: not an export folder")
+    prints = tuple((p.name, file_key(p)) for p in tables)
+    return digest("folder", str(path.resolve()), prints, *extra)
 
 
 @lru_cache(maxsize=1)

@@ -33,7 +33,7 @@ from typing import Any
 
 from nsysmoe import cache_entry
 from nsysmoe._version import __version__
-from nsysmoe.fingerprint import digest, file_key, libraries, source_hash
+from nsysmoe.fingerprint import digest, file_key, folder_key, libraries, source_hash
 
 FORMAT = 1  # bumped when the encoding of an entry changes
 #: the modules whose dataclasses an entry may name (nothing else is ever built from an entry)
@@ -43,12 +43,15 @@ SUBDIR = "results"
 
 def key(kind: str, inputs: Sequence[str | Path], *parts: object) -> str | None:
     """The entry name of ``kind`` (``analyze``, ``compare``, ``report``) of ``inputs`` with
-    ``parts``; None when an input cannot be fingerprinted (not a readable regular file: no
-    caching, the reader says what is wrong)."""
+    ``parts``; None when an input cannot be fingerprinted (not a readable regular file or
+    Parquet/Arrow export folder: no caching, the reader says what is wrong)."""
     try:
         prints = []
         for p in inputs:
             path = Path(p)
+            if path.is_dir():
+                prints.append((str(p), folder_key(path)))
+                continue
             if not path.is_file():
                 return None
             prints.append((str(p), file_key(path)))

@@ -8,7 +8,8 @@ format into the same :class:`~nsysmoe.model.Trace`: :class:`nsysmoe.io.nsys_db.D
 
 What a reader asks for is SQL-shaped, as the SQLite source runs it: a column is ``name`` or
 ``"name"``, a missing optional column's stand-in is a literal (``NULL``, ``0``, ``''``), and a
-condition is ``col IN (n, …)``, ``col = n`` or ``col IS NOT NULL``, ANDed. A columnar source
+condition is ``col IN (n, …)`` (an empty list matches nothing, as in SQLite), ``col = n`` or
+``col IS NOT NULL``, ANDed. A columnar source
 reads exactly that language (:func:`parse_where`); nothing else reaches it.
 """
 
@@ -30,7 +31,7 @@ METADATA_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
 _ATOM = re.compile(
     r'\s*"?(?P<col>[A-Za-z_]\w*)"?\s+(?:(?P<notnull>IS\s+NOT\s+NULL)'
-    r"|(?P<op>=|IN)\s*(?P<v>-?\d+|\(\s*-?\d+(?:\s*,\s*-?\d+)*\s*\)))\s*",
+    r"|(?P<op>=|IN)\s*(?P<v>-?\d+|\(\s*(?:-?\d+(?:\s*,\s*-?\d+)*)?\s*\)))\s*",
     re.IGNORECASE,
 )
 

@@ -81,8 +81,8 @@ class Columnar(ExportTables):
             try:
                 mode = os.stat(file).st_mode
             except OSError as exc:
-                raise _error(file, f"cannot open table {table} ({exc.strerror or exc}); a link "
-                                   "to nothing? export the report again") from None  # fmt: skip
+                raise _error(file, f"cannot open table {table} ({exc.strerror or exc}); a broken "
+                                   "link? export the report again") from None  # fmt: skip
             if not stat.S_ISREG(mode):
                 raise _error(file, f"table {table} is not a regular file; export the report "
                                    "again")  # fmt: skip

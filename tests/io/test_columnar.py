@@ -212,13 +212,34 @@ def test_a_report_and_its_exports_side_by_side_are_one_rank(tmp_path: Path) -> N
          [("eventType", (59, 60)), ("correlationId", None)]),
         ('"id" = -3', [("id", (-3,))]),
         ("id IN (1,2,3)", [("id", (1, 2, 3))]),
+        ("id IN ( )", [("id", ())]),  # SQLite's empty list: no row
     ],
 )
 def test_where_language(where: str, parsed: list[tuple[str, tuple[int, ...] | None]]) -> None:
     assert parse_where(where) == parsed
 
 
-@pytest.mark.parametrize("where", ["rowid > 3", "a = 1 OR b = 2", "name = 'x'", "a IN ()"])
+@pytest.mark.parametrize("where", ["rowid > 3", "a = 1 OR b = 2", "name = 'x'", "a IN (,)"])
 def test_where_outside_the_language_is_a_programming_error(where: str) -> None:
     with pytest.raises(ValueError):
         parse_where(where)
+
+
+def test_cache_serves_a_folder_and_sees_a_table_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--cache keys an export folder by its table files: a repeat is served, a changed table is
+    not (fingerprint.folder_key)."""
+    from nsysmoe.result_cache import key
+
+    folder = to_columnar(EXAMPLES[0], tmp_path / "x_pqtdir")
+    first = key("analyze", [folder])
+    assert first is not None and key("analyze", [folder]) == first
+    table = folder / "TARGET_INFO_GPU.parquet"
+    pl.read_parquet(table).with_columns(pl.lit("another GPU").alias("name")).write_parquet(table)
+    assert key("analyze", [folder]) not in (None, first)
+    (folder / "EXTRA.parquet").write_bytes(table.read_bytes())
+    assert key("analyze", [folder]) not in (None, first)
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    assert key("analyze", [ranks]) is None  # a folder of ranks is not one input
