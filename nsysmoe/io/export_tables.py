@@ -9,8 +9,8 @@ format into the same :class:`~nsysmoe.model.Trace`: :class:`nsysmoe.io.nsys_db.D
 What a reader asks for is SQL-shaped, as the SQLite source runs it: a column is ``name`` or
 ``"name"``, a missing optional column's stand-in is a literal (``NULL``, ``0``, ``''``), and a
 condition is ``col IN (n, …)`` (an empty list matches nothing, as in SQLite), ``col = n`` or
-``col IS NOT NULL``, ANDed. A columnar source
-reads exactly that language (:func:`parse_where`); nothing else reaches it.
+``col IS NOT NULL``, ANDed. A columnar source reads exactly that language (:func:`parse_where`);
+nothing else reaches it.
 """
 
 from __future__ import annotations

@@ -21,24 +21,26 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
 from nsysmoe.errors import NsysmoeError
+from nsysmoe.fingerprint import TABLE_SUFFIXES
 from nsysmoe.io.clean import Notes, decode_text
 from nsysmoe.io.export_tables import METADATA_TABLES, ExportTables, parse_where
-from nsysmoe.io.nsys_sqlite import _read, _read_nvtx, check_export
+from nsysmoe.io.nsys_sqlite import check_export, read_export, read_nvtx
 from nsysmoe.model import Trace
 
 #: file suffix → export kind; one export holds files of one kind only
-SUFFIXES = {".parquet": "parquet", ".arrow": "arrow"}
+SUFFIXES = dict(zip(TABLE_SUFFIXES, ("parquet", "arrow"), strict=True))
+T = TypeVar("T")
 FORMATS = {"parquet": "nsys-parquet", "arrow": "nsys-arrow"}
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INT64_MAX = 2**63 - 1
 
 
 def table_files(folder: Path) -> list[Path]:
@@ -109,7 +111,7 @@ class Columnar(ExportTables):
     def columns(self, table: str) -> set[str]:
         return set(self.schema(table))
 
-    def _guard(self, table: str, read):  # type: ignore[no-untyped-def]
+    def _guard(self, table: str, read: Callable[[], T]) -> T:
         """``read()``, a damaged or foreign file said in one line (polars' own reason)."""
         what = "Parquet" if self.kind == "parquet" else "Arrow IPC stream"
         try:
@@ -211,8 +213,8 @@ def read_nsys_columnar(path: str | Path, kind: str) -> Trace:
     with ThreadPoolExecutor(1) as side:
         nvtx_missing: dict[str, str] = {}
         nvtx_notes = Notes()
-        nvtx = side.submit(_read_nvtx, nvtx_db, nvtx_missing, nvtx_notes)
-        trace, notes = _read(db)
+        nvtx = side.submit(read_nvtx, nvtx_db, nvtx_missing, nvtx_notes)
+        trace, notes = read_export(db)
         nvtx_table = nvtx.result()
     notes.replaced, notes.mixed = db.replaced_strings, db.mixed
     nvtx_notes.replaced = nvtx_db.replaced_strings

@@ -179,7 +179,7 @@ class _Strings:
             if len(new) and not self._whole:
                 asked = pl.concat([self._asked, new])
                 before = db.replaced
-                if len(asked) > export_tables.MAX_ID_LIST:  # as the whole table's lookup: every row
+                if len(asked) > export_tables.MAX_ID_LIST:  # as the whole table's: every row
                     self._known, self._whole, self.replaced = db.string_rows(None), True, 0
                 else:
                     self._known = pl.concat([self._known, db.string_rows(new)])

@@ -11,6 +11,10 @@ The big tables' readers (``read_kernels``, ``read_memop_table``, ``read_runtime_
 StringIds lookup of the caller's: :mod:`nsysmoe.io.nsys_split` reads an export range by range
 through them, so a table split while read is made exactly as the whole table is here.
 
+The per-table readers (and :func:`read_export`, :func:`read_nvtx`) take any
+:class:`~nsysmoe.io.export_tables.ExportTables`: the Parquet and Arrow exports
+(:mod:`nsysmoe.io.nsys_columnar`) are read through them too, so every format gives one Trace.
+
 About 600 lines because it holds one function per canonical table (kernels, memops, CUDA API,
 NVTX, GPUs, memory events), each small; the connection, catalogue and byte-safe text reads are
 in :mod:`nsysmoe.io.nsys_db`. Split it by table when a table's reader grows past a screen.
@@ -35,7 +39,7 @@ from nsysmoe.io.launch import read_launch
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, all_of, opened, pid_of
 from nsysmoe.model import Trace
 
-__all__ = ["SQLITE_MAGIC", "check_export", "read_nsys_sqlite"]
+__all__ = ["SQLITE_MAGIC", "check_export", "read_export", "read_nsys_sqlite", "read_nvtx"]
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -95,7 +99,7 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
         with opened(path, parts) as db:
             check_export(db)
             nvtx = side.submit(_read_nvtx_alone, path, parts)
-            trace, notes = _read(db)
+            trace, notes = read_export(db)
             nvtx_table, nvtx_missing, nvtx_notes = nvtx.result()
             notes.replaced, notes.mixed = db.replaced_strings, db.mixed
             notes = notes.merged(nvtx_notes)
@@ -116,7 +120,7 @@ def _read_nvtx_alone(
     missing: dict[str, str] = {}
     notes = Notes()
     with opened(path, parts) as db:
-        table = _read_nvtx(db, missing, notes)
+        table = read_nvtx(db, missing, notes)
         notes.replaced, notes.mixed = db.replaced_strings, db.mixed
     return table, missing, notes
 
@@ -137,7 +141,7 @@ def check_export(db: ExportTables, what: str = "SQLite file",
         )
 
 
-def _read(db: ExportTables) -> tuple[Trace, Notes]:
+def read_export(db: ExportTables) -> tuple[Trace, Notes]:
     """Everything but NVTX (see :func:`read_nsys_sqlite`)."""
     meta = db.metadata()
     not_captured: dict[str, str] = {}
@@ -415,7 +419,7 @@ def _read_event_records(db: ExportTables) -> pl.DataFrame:
     return _read_sync_like(db, EVENT_TABLE, model.EVENT_RECORD_SCHEMA)
 
 
-def _read_nvtx(db: ExportTables, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
+def read_nvtx(db: ExportTables, not_captured: dict[str, str], notes: Notes) -> pl.DataFrame:
     t = NVTX_TABLE
     if not nvtx_captured(db, not_captured):
         return model.empty(model.NVTX_SCHEMA)
