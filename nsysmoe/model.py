@@ -186,6 +186,8 @@ class Trace:
     session_start_ns: int | None = None
     #: the command line, environment and host the export recorded, secrets redacted
     launch: Launch = field(default_factory=Launch)
+    #: how a report was read (the export nsysmoe read it through), None for an export itself
+    via: str | None = None
 
     @property
     def generated_by(self) -> str | None:

@@ -507,6 +507,7 @@ def _summarize(whole: Whole, steps: Steps, choice: WindowChoice, kept: list[int]
     return TraceAnalysis(
         path=trace.path,
         source_format=trace.source_format,
+        via=trace.via,
         schema_version=trace.schema_version,
         product_version=trace.product_version,
         window_choice=choice,

@@ -327,6 +327,8 @@ class TraceAnalysis:
     #: None where the graph was not built (no iterations on the GPU timeline,
     #: ``--no-critical-path``)
     critical_path: CriticalPath | None = None
+    #: how a report was read (:attr:`nsysmoe.model.Trace.via`), None for an export itself
+    via: str | None = None
 
     @property
     def window(self) -> Window:
@@ -388,6 +390,7 @@ class TraceAnalysis:
         return {
             "path": self.path,
             "format": self.source_format,
+            "via": self.via,
             "schema_version": self.schema_version,
             "product_version": self.product_version,
             "generated_by": self.generated_by,

@@ -241,13 +241,27 @@ COSTS = {
 
 
 def missing_tables(db: ExportTables) -> dict[str, str]:
-    """For a partial export (no export metadata table: a recipe's cache, or made with
-    ``--tables``), each table of :data:`COSTS` it lacks and what that costs, keyed
-    ``table:NAME``; empty for a whole export."""
+    """For a partial export, each table of :data:`COSTS` it lacks and what that costs, keyed
+    ``table:NAME``; empty for a whole export. Partial: no export metadata table (a recipe's
+    cache), or made with ``--tables`` (``EXPORT_PARAM_TABLES_TO_EXPORT``) — then a table one
+    of its patterns asked for is not missing, only empty (a lazy export writes no empty
+    table)."""
     meta = db.metadata()
-    whole = any(db.has(t) for t in METADATA_TABLES) and not meta.get(
-        "EXPORT_PARAM_TABLES_TO_EXPORT", "")
-    if whole:
+    if not any(db.has(t) for t in METADATA_TABLES):
+        asked: list[str] = []
+    elif patterns := meta.get("EXPORT_PARAM_TABLES_TO_EXPORT", "").split():
+        asked = patterns
+    else:
         return {}
-    return {f"table:{t}": f"not in this partial export: {cost}"
-            for t, cost in COSTS.items() if not db.has(t)}  # fmt: skip
+    return {f"table:{t}": f"not in this partial export: {cost}" for t, cost in COSTS.items()
+            if not db.has(t) and not any(_matches(p, t) for p in asked)}  # fmt: skip
+
+
+def _matches(pattern: str, table: str) -> bool:
+    """Whether an ``nsys export --tables`` pattern (a case-insensitive POSIX basic regular
+    expression, matched anywhere in the name) selects ``table``; one Python cannot read
+    selects nothing."""
+    try:
+        return re.search(pattern, table, re.IGNORECASE) is not None
+    except re.error:
+        return False

@@ -33,7 +33,7 @@ from nsysmoe import env, model
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.io.clean import Notes, all_invalid, drop_invalid, reasons_text
 from nsysmoe.io.cuda_api import api_kind
-from nsysmoe.io.export_tables import ExportTables
+from nsysmoe.io.export_tables import METADATA_TABLES, ExportTables
 from nsysmoe.io.generated import generator
 from nsysmoe.io.launch import read_launch
 from nsysmoe.io.nsys_db import SQLITE_MAGIC, all_of, opened, pid_of
@@ -58,6 +58,14 @@ GRAPH_TABLES = ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_DEVICE_G
 GRAPH_OPTIONS = "CUDA_GRAPH_TRACE_OPTIONS:"
 #: export metadata row naming the program that generated a synthetic export (not a measurement)
 GENERATED_BY = "NSYSMOE_GENERATED_BY"
+
+#: every table the readers here read (a report is exported with ``--tables`` of these only)
+TABLES_READ = (
+    KERNEL_TABLE, RUNTIME_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE, "StringIds",
+    "TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE", *METADATA_TABLES, "META_DATA_CAPTURE",
+    "TARGET_INFO_SYSTEM_ENV", "TARGET_INFO_SESSION_START_TIME", MEMORY_TABLE, SYNC_TABLE,
+    EVENT_TABLE, *GRAPH_TABLES,
+)  # fmt: skip
 
 #: threads decoding parts of the big tables (SQLite and the Arrow driver release the GIL): one
 #: per core this process may use, at most 4

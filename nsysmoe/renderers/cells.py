@@ -48,7 +48,8 @@ def source_text(a: TraceAnalysis) -> str:
         return f"{a.path} (PyTorch profiler trace, Kineto {schema})"
     version = f"nsys {a.product_version}, " if a.product_version else ""
     export = {"nsys-parquet": "Parquet export, ", "nsys-arrow": "Arrow export, "}
-    return f"{a.path} ({export.get(a.source_format, '')}{version}{schema})"
+    via = f"; {a.via}" if a.via else ""
+    return f"{a.path} ({export.get(a.source_format, '')}{version}{schema}{via})"
 
 
 def gpus_phrase(a: TraceAnalysis) -> str:
