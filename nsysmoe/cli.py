@@ -152,6 +152,17 @@ def examples(kineto: bool, logs: bool) -> None:
     click.echo("\n".join(str(p) for p in example_paths(kind)))
 
 
+@cli.command("recipe-path")
+def recipe_path() -> None:
+    """Print the folder to put in NSYS_RECIPE_PATH for `nsys recipe nsysmoe`.
+
+    NSYS_RECIPE_PATH=$(nsysmoe recipe-path) nsys recipe nsysmoe --input REPORTS --output OUT
+    (the recipe runs in the python3 on PATH: one where nsysmoe is installed)."""
+    import nsysmoe
+
+    click.echo(Path(nsysmoe.__file__).resolve().parent.parent)
+
+
 def _emit(text: str, output: Path | None, color: bool | None = None) -> None:
     if output is None:  # color=True: keep rich's escapes (only there when colour was asked)
         click.echo(text, nl=False, color=color)

@@ -77,6 +77,10 @@ SKIPS = [
     (r"--dask tcp://", "needs a Dask scheduler at that address (--dask local runs)"),
     (r"\.nsys-rep\b", "needs nsys on PATH and a .nsys-rep, neither here; "
      "tests/test_small_things.py runs a .nsys-rep through a stand-in nsys"),
+    (r"\bnsys recipe\b", "needs nsys 2023.4 and its recipe framework's Python; "
+     "tests/test_recipe.py runs the recipe (get-nsys fetches nsys)"),
+    (r"^nsysmoe recipe-path$", "prints where this machine installed nsysmoe (no output to "
+     "check); tests/test_recipe.py checks the folder holds the recipe"),
     (r"^python dev/golden\.py ", "runs every report of every shared trace (minutes): a "
      "developer's before/after check of a refactor"),
     (r"^python dev/mutate\.py ", "re-runs a module's tests once per mutant (minutes)"),
