@@ -103,3 +103,20 @@ def test_a_nul_separated_environment_is_split() -> None:
     assert len(names) > 300 and set(env) == names
     assert not any("\x00" in v for v in env.values())
     assert env["WORLD_SIZE"] == "4" and env["NSIGHT_SYSTEMS_VERSION"] == "2021.3.2.4"
+
+
+def test_a_semicolon_joined_environment_keeps_values_that_hold_semicolons() -> None:
+    """nsys 2023 and later join ``DeviceEnvironment`` with ';' unescaped. A value holding ';'
+    (LS_COLORS, Lmod's path lists, an exported bash function) stays whole: split only where a
+    variable's name and '=' follow. The old split made ``31:*.aac`` and 109 more variables of
+    nvfuser-h100's LS_COLORS (303 read where its environment holds 193)."""
+    from nsysmoe.io.launch import _env_parts
+
+    raw = ("A=1;LS_COLORS=rs=0:di=01;34:ln=01;36:*.tar=01;31;BASH_FUNC_ml%%=() {  eval $(x)\n};"
+           "__LMOD_REF_COUNT_PATH=/opt/a:1;/opt/b:1;_=/usr/bin/python")
+    assert _env_parts(raw) == ["A=1", "LS_COLORS=rs=0:di=01;34:ln=01;36:*.tar=01;31",
+                               "BASH_FUNC_ml%%=() {  eval $(x)\n}",
+                               "__LMOD_REF_COUNT_PATH=/opt/a:1;/opt/b:1", "_=/usr/bin/python"]
+    env = load(str(require_shared() / "nsys" / "nvfuser-h100-schema3.16.sqlite")).launch.environment
+    assert len(env) == 193 and not [k for k in env if not re.fullmatch(r"[A-Za-z_]\w*(%%)?", k)]
+    assert env["LS_COLORS"].count(";") > 50
