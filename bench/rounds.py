@@ -75,6 +75,10 @@ class Ratio:
     #: each per-round ratio is multiplied by this: den's kernels / num's kernels turns a ratio of
     #: times into a ratio of times per kernel
     scale: float = 1.0
+    #: a ratio of differences, (num − num_minus) / (den − den_minus), per round: what one change
+    #: saved over what another could save (analyze SQLite − analyze Parquet over the floors')
+    num_minus: str | None = None
+    den_minus: str | None = None
     values: list[float] = field(default_factory=list)  # one per round with both sides
 
     def verdict(self) -> str:
@@ -133,6 +137,12 @@ def fill_ratio(ratio: Ratio, measures: dict[str, Measure]) -> Ratio:
         return float(getattr(sample, ratio.attr))
 
     rounds = [r for r in sorted(num) if r in den]
+    if ratio.num_minus and ratio.den_minus:
+        nm, dm = measures[ratio.num_minus].samples, measures[ratio.den_minus].samples
+        rounds = [r for r in rounds if r in nm and r in dm]
+        ratio.values = [(value("num", num[r]) - value("num", nm[r]))
+                        / (value("den", den[r]) - value("den", dm[r])) for r in rounds]  # fmt: skip
+        return ratio
     ratio.values = [ratio.scale * value("num", num[r]) / value("den", den[r]) for r in rounds]
     return ratio
 

@@ -31,6 +31,7 @@ import floor
 import kineto_vs_hta as kineto
 from exports import FULL, KERNELS, LIGHT_OP_EVERY, QUICK, Exports, make_exports
 from installs import nsysai_venv, pip_target, sqlite3_cli, version_of
+from parquet_copy import parquet_copy
 from procs import measure, warm
 from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_exponent, run_rounds
 
@@ -238,6 +239,50 @@ def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None, c
         Ratio(f"  LIGHT: nsys-ai / (analyze CPU / {CORES} cores) (bound)", "nsysai.light",
               "analyze.light", cpu_over_cores=CORES, cpu_side="den"),
         Ratio("  LIGHT: nsys-ai / reader alone (ceiling)", "nsysai.light", "load.light"),
+    ]
+
+
+def parquet_steps(plan: Plan, ex: Exports, work: Path, nsysai: Path | None) -> None:
+    """Issue 37: OFF as a Parquet export (``parquet_copy``, laid out as nsys writes one) read
+    and analysed beside the SQLite of the same export, against the Parquet floor and nsys-ai's
+    own Parquet path on the same folder."""
+    folder = parquet_copy(ex.off, work / "parquet" / f"{ex.off.stem}_pqtdir")
+    plan.add("pq.floor", "Parquet floor: polars, needed columns", "bench/parquet_floor.py")
+    plan.add("pq.load", "  nsysmoe reader alone, Parquet (load_trace)", "OFF as parquetdir")
+    plan.add("pq.analyze", "nsysmoe analyze OFF from Parquet", "--format json -o /dev/null")
+    plan.steps += [
+        ("Parquet floor", cmd_step("pq.floor", [PY, str(BENCH / "parquet_floor.py"), str(folder)])),
+        ("Parquet load", cmd_step("pq.load", [PY, "-c", LOAD, str(folder)])),
+        ("Parquet analyze", cmd_step("pq.analyze", nsysmoe_cmd(str(folder)))),
+    ]
+    plan.ratios += [
+        Ratio("Parquet: reader alone / Parquet floor", "pq.load", "pq.floor", "≤ 1.5", 1.5),
+        Ratio("Parquet: analyze saved / the floors' difference", "analyze", "floor", "≥ 0.8",
+              0.8, True, num_minus="pq.analyze", den_minus="pq.floor"),
+        Ratio("  Parquet: analyze / analyze from SQLite", "pq.analyze", "analyze"),
+    ]
+    if nsysai is None:
+        return
+    script = [str(nsysai), str(BENCH / "nsysai_parquet_path.py"), str(folder)]
+    first = measure(script, capture=True)  # nsys-ai repairs the folder once, into the folder
+    plan.notes.append(
+        f"nsys-ai's Parquet path writes .nsys_ai_parquetdir_repaired/ into the export folder on "
+        f"first use ({first.seconds:.1f} s here, untimed); its rows are the runs after that")
+    plan.add("pq.nsysai", "nsys-ai overlap, Parquet path", "bench/nsysai_parquet_path.py OFF")
+
+    def step(_: int) -> dict[str, Outcome]:
+        run = measure(script, capture=True)
+        if run.rc != 0:
+            return {"pq.nsysai": failure(run)}
+        return {"pq.nsysai": run if json.loads(run.stdout)["devices"] else "no GPU analysed"}
+
+    plan.steps.append(("Parquet nsys-ai", step))
+    plan.ratios += [
+        Ratio("Parquet: analyze / nsys-ai Parquet path", "pq.analyze", "pq.nsysai", "≤ 1.0", 1.0),
+        Ratio(f"  Parquet: analyze CPU / {CORES} cores / nsys-ai (bound)", "pq.analyze",
+              "pq.nsysai", cpu_over_cores=CORES),
+        Ratio("  Parquet: reader alone / nsys-ai (floor of the row above)", "pq.load",
+              "pq.nsysai"),
     ]
 
 
@@ -774,6 +819,7 @@ def main() -> None:
     analyze_steps(plan, ex, cli, why, cp)
     nsysai = None if args.skip_peer else nsysai_steps(plan, ex, tools)
     light_steps(plan, ex, cli, nsysai, cp)
+    parquet_steps(plan, ex, work, nsysai)
     critical_path_ratios(plan, cp)
     ab_steps(plan, ex)
     cache_steps(plan, ex, scratch, help_text)
