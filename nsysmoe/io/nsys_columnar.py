@@ -124,12 +124,17 @@ class Columnar(ExportTables):
                                         "damaged or not an nsys export table: export the report "
                                         "again") from None  # fmt: skip
 
-    def _frame(self, table: str, names: Sequence[str]) -> pl.DataFrame:
-        """The columns ``names`` of ``table`` (which it has), nothing else read."""
+    def _scan(self, table: str, names: Sequence[str]) -> pl.LazyFrame:
+        """The columns ``names`` of ``table`` (which it has), as a query: nothing else read (a
+        Parquet scan pushes a filter down; an Arrow stream is read with its columns only)."""
         file = self.files[table]
         if self.kind == "parquet":
-            return self._guard(table, lambda: pl.scan_parquet(file).select(names).collect())
-        return self._guard(table, lambda: pl.read_ipc_stream(file, columns=list(names)))
+            return pl.scan_parquet(file).select(names)
+        return self._guard(table, lambda: pl.read_ipc_stream(file, columns=list(names))).lazy()
+
+    def _frame(self, table: str, names: Sequence[str]) -> pl.DataFrame:
+        """The columns ``names`` of ``table``, read."""
+        return self._guard(table, lambda: self._scan(table, names).collect())
 
     def _integer(self, table: str, name: str) -> pl.Expr:
         """An integer column as Int64, stored values kept (UInt64 past 2^63 wraps, as SQLite
@@ -149,33 +154,43 @@ class Columnar(ExportTables):
         conditions = parse_where(where)
         columns = [_column(e) for e in exprs]
         names = sorted({c for c in columns if c is not None} | {c for c, _ in conditions})
-        raw = self._frame(table, names)
+        query = self._scan(table, names)
         if conditions:
-            raw = raw.filter(*(self._integer(table, c).is_not_null() if values is None
-                               else self._integer(table, c).is_in(values)
-                               for c, values in conditions))  # fmt: skip
-        out = {}
+            query = query.filter(*(self._integer(table, c).is_not_null() if values is None
+                                   else self._integer(table, c).is_in(values)
+                                   for c, values in conditions))  # fmt: skip
+        kept = query.select(pl.len()) if not any(columns) else None
+        out, raw_text = [], []
         for (alias, dtype), expr, col in zip(schema.items(), exprs, columns, strict=True):
             if col is None:
-                out[alias] = pl.select(pl.repeat(_value(expr, dtype), raw.height,
-                                                 dtype=dtype)).to_series()  # fmt: skip
-            elif dtype == pl.String:
-                out[alias] = self._text(table, raw[col])
+                out.append(pl.lit(_value(expr, dtype), dtype).alias(alias))
+            elif dtype != pl.String:
+                out.append(self._integer(table, col).alias(alias))
+            elif self.schema(table)[col] == pl.Binary:  # decoded below, bad bytes counted
+                out.append(pl.col(col).alias(alias))
+                raw_text.append(alias)
             else:
-                out[alias] = raw.select(self._integer(table, col)).to_series()
-        return pl.DataFrame([v.alias(k) for k, v in out.items()], schema=schema)
-
-    def _text(self, table: str, values: pl.Series) -> pl.Series:
-        """A text column as String, nulls as '' (as SQL's coalesce); bytes decoded with invalid
-        UTF-8 shown as U+FFFD and counted."""
-        if values.dtype == pl.Binary:
-            values, bad = decode_text(values)
+                out.append(self._text_column(table, col).alias(alias))
+        if kept is not None:  # every column a literal: as many rows as the condition keeps
+            height = self._guard(table, kept.collect).item()
+            return pl.DataFrame({a: pl.repeat(_value(e, t), height, dtype=t, eager=True)
+                                 for (a, t), e in zip(schema.items(), exprs, strict=True)})
+        df = self._guard(table, lambda: query.select(out).collect())
+        for alias in raw_text:
+            decoded, bad = decode_text(df[alias])
             self.replaced += bad
-        elif values.dtype not in (pl.String, pl.Null):
-            raise _error(self.files[table], f"column {values.name} holds {values.dtype} values "
-                                            "where nsys writes text: not an nsys export table; "
-                                            "export the report again")  # fmt: skip
-        return values.cast(pl.String).fill_null("")
+            df = df.with_columns(decoded.fill_null("").alias(alias))
+        return df
+
+    def _text_column(self, table: str, name: str) -> pl.Expr:
+        """A text column as String, nulls as '' (as SQL's coalesce); another type is not an
+        nsys export's, said in one line."""
+        dtype = self.schema(table)[name]
+        if dtype not in (pl.String, pl.Null):
+            raise _error(self.files[table], f"column {name} holds {dtype} values where nsys "
+                                            "writes text: not an nsys export table; export the "
+                                            "report again")  # fmt: skip
+        return pl.col(name).cast(pl.String).fill_null("")
 
     def rows(self, table: str, names: Sequence[str]) -> list[tuple[object, ...]]:
         return self._frame(table, names).rows()

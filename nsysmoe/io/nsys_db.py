@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import polars as pl
@@ -28,7 +29,10 @@ from nsysmoe.fingerprint import pending_writes
 from nsysmoe.io.bulk import DB_ERRORS, BulkReader, MixedTypes
 from nsysmoe.io.clean import decode_text
 from nsysmoe.io.export_tables import ExportTables
-from nsysmoe.io.pages import KEYWORDS, Pages, pages_enabled
+from nsysmoe.io.page_policy import KEYWORDS, pages_enabled
+
+if TYPE_CHECKING:
+    from nsysmoe.io.pages import Pages
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: rowids per part of a table read in parallel (see :meth:`Db.parts`); the most parts per table
@@ -316,7 +320,10 @@ def opened(path: Path, pool: Executor | None = None) -> Iterator[Db]:
     bulk = pages = None
     try:
         bulk = BulkReader(uri, conn, pool)
-        pages = Pages.open(path, conn, pool) if pages_enabled(path) else None
+        if pages_enabled(path):  # the decoder (and numba) imported only where it is used
+            from nsysmoe.io.pages import Pages
+
+            pages = Pages.open(path, conn, pool)
         yield Db(conn, path, bulk, pages)
         if _state(path) != before:
             raise NsysmoeError(

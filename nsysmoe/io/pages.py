@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from nsysmoe.io.bulk import in_order
+from nsysmoe.io.page_policy import KEYWORDS
 from nsysmoe.jit import checked_kernel
 
 HEADER = 100  # page 1 starts with the database header
@@ -46,26 +47,10 @@ LEAF, INTERIOR = 13, 5  # table b-tree page types
 INT, TEXT, ROWID_ALIAS = 0, 1, 2  # what each decoded column is read as
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BATCH_BYTES = 8 << 20  # pages decoded per task
-#: files smaller than this are read through SQL: it reads them in less time than the decoder
-#: takes to load (numba's import and first call, ~0.5 s)
-PAGES_FROM_BYTES = 64 << 20
 #: the longest a read waits for the decoder to load from numba's disk cache (about 0.2 s); a
 #: first run, which compiles it (about 1.5 s), reads through SQL meanwhile
 READY_WAIT_S = 30.0
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
-#: SQLite's keywords (sqlite.org/lang_keywords.html): unquoted, one is not read as a column
-KEYWORDS = frozenset("""ABORT ACTION ADD AFTER ALL ALTER ALWAYS ANALYZE AND AS ASC ATTACH
-AUTOINCREMENT BEFORE BEGIN BETWEEN BY CASCADE CASE CAST CHECK COLLATE COLUMN COMMIT CONFLICT
-CONSTRAINT CREATE CROSS CURRENT CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP DATABASE DEFAULT
-DEFERRABLE DEFERRED DELETE DESC DETACH DISTINCT DO DROP EACH ELSE END ESCAPE EXCEPT EXCLUDE
-EXCLUSIVE EXISTS EXPLAIN FAIL FILTER FIRST FOLLOWING FOR FOREIGN FROM FULL GENERATED GLOB GROUP
-GROUPS HAVING IF IGNORE IMMEDIATE IN INDEX INDEXED INITIALLY INNER INSERT INSTEAD INTERSECT INTO
-IS ISNULL JOIN KEY LAST LEFT LIKE LIMIT MATCH MATERIALIZED NATURAL NO NOT NOTHING NOTNULL NULL
-NULLS OF OFFSET ON OR ORDER OTHERS OUTER OVER PARTITION PLAN PRAGMA PRECEDING PRIMARY QUERY RAISE
-RANGE RECURSIVE REFERENCES REGEXP REINDEX RELEASE RENAME REPLACE RESTRICT RETURNING RIGHT
-ROLLBACK ROW ROWS SAVEPOINT SELECT SET TABLE TEMP TEMPORARY THEN TIES TO TRANSACTION TRIGGER
-UNBOUNDED UNION UNIQUE UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH
-WITHOUT""".split())
 _HOLE = "\x00"  # a condition, in the shape of a WHERE (no SQL text holds this character)
 #: one condition of a WHERE: ``name OP integer`` or ``name IN (integers)``
 _ATOM = re.compile(
@@ -73,22 +58,6 @@ _ATOM = re.compile(
     r"(?P<v>\(\s*-?\d+(?:\s*,\s*-?\d+)*\s*\)|-?\d+(?![\w.]))",
     re.IGNORECASE,
 )
-
-
-def pages_enabled(path: Path) -> bool:
-    """Whether reads of ``path`` try the pages first: for a file of :data:`PAGES_FROM_BYTES`
-    or more (below, SQL reads it before the decoder has loaded); ``NSYSMOE_READER=sql`` reads
-    every file through SQL (the reference the decoder is tested and timed against),
-    ``NSYSMOE_READER=pages`` every file from its pages."""
-    how = os.environ.get("NSYSMOE_READER", "").lower()
-    if not hasattr(os, "preadv"):  # pragma: no cover - Windows: SQL reads everything
-        return False
-    if how in ("sql", "pages"):
-        return how == "pages"
-    try:
-        return path.stat().st_size >= PAGES_FROM_BYTES
-    except OSError:
-        return False
 
 
 class Undecodable(Exception):

@@ -243,3 +243,16 @@ def test_cache_serves_a_folder_and_sees_a_table_change(
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     assert key("analyze", [ranks]) is None  # a folder of ranks is not one input
+
+
+def test_select_of_literals_only_counts_the_rows_the_condition_keeps(tmp_path: Path) -> None:
+    """Every column a missing one's stand-in: as many rows as SQL's SELECT NULL, 0 would give."""
+    from nsysmoe.io.nsys_columnar import Columnar
+
+    folder = to_columnar(EXAMPLES[0], tmp_path / "x_pqtdir")
+    nvtx = pl.read_parquet(folder / "NVTX_EVENTS.parquet")
+    got = Columnar(folder, "parquet").select(
+        "NVTX_EVENTS", ["NULL", "0", "''"], {"a": pl.Int64, "b": pl.Int64, "c": pl.String},
+        "eventType IN (59, 60)")
+    assert got.height == nvtx.filter(pl.col("eventType").is_in([59, 60])).height > 0
+    assert got.row(0) == (None, 0, "")
