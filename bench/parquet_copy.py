@@ -2,13 +2,16 @@
 (issue 37): ``NAME_pqtdir/<TABLE>.parquet``, every table of the SQLite export, typed as nsys
 2023.4 types them (``tests/fixtures/columnar-types-nsys-2023.4.json``, read from a real
 export: ids unsigned, a value SQLite holds signed written as its two's complement). Made once
-per export and reused while its marker names the same SQLite file (size, mtime)."""
+per export and reused while its marker names the same SQLite file (size, mtime). Run as a
+script (``python bench/parquet_copy.py EXPORT.sqlite NAME_pqtdir``) so that the rows it reads
+never grow the bench's own process, whose peak RSS every child it forks would start from."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -56,3 +59,7 @@ def parquet_copy(sqlite: Path, folder: Path) -> Path:
         con.close()
     marker.write_text(json.dumps(made_from))
     return folder
+
+
+if __name__ == "__main__":
+    parquet_copy(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,7 +32,6 @@ import floor
 import kineto_vs_hta as kineto
 from exports import FULL, KERNELS, LIGHT_OP_EVERY, QUICK, Exports, make_exports
 from installs import nsysai_venv, pip_target, sqlite3_cli, version_of
-from parquet_copy import parquet_copy
 from procs import measure, warm
 from rounds import Measure, Outcome, Ratio, Step, failure, fill_ratio, fit_exponent, run_rounds
 
@@ -246,7 +246,9 @@ def parquet_steps(plan: Plan, ex: Exports, work: Path, nsysai: Path | None) -> N
     """Issue 37: OFF as a Parquet export (``parquet_copy``, laid out as nsys writes one) read
     and analysed beside the SQLite of the same export, against the Parquet floor and nsys-ai's
     own Parquet path on the same folder."""
-    folder = parquet_copy(ex.off, work / "parquet" / f"{ex.off.stem}_pqtdir")
+    folder = work / "parquet" / f"{ex.off.stem}_pqtdir"
+    # in a process of its own: the driver's peak RSS is where every child it forks starts from
+    subprocess.run([PY, str(BENCH / "parquet_copy.py"), str(ex.off), str(folder)], check=True)
     plan.add("pq.floor", "Parquet floor: polars, needed columns", "bench/parquet_floor.py")
     plan.add("pq.load", "  nsysmoe reader alone, Parquet (load_trace)", "OFF as parquetdir")
     plan.add("pq.analyze", "nsysmoe analyze OFF from Parquet", "--format json -o /dev/null")
@@ -283,6 +285,62 @@ def parquet_steps(plan: Plan, ex: Exports, work: Path, nsysai: Path | None) -> N
               "pq.nsysai", cpu_over_cores=CORES),
         Ratio("  Parquet: reader alone / nsys-ai (floor of the row above)", "pq.load",
               "pq.nsysai"),
+    ]
+
+
+#: a real report and its SQLite export (shared/traces: the NERSC DDP baseline), for the report rows
+SHARED_TRACES = BENCH.parents[1] / "shared" / "traces"
+REPORT = SHARED_TRACES / "nsys-2023" / "reports" / "nersc-ddp-4gpu-baseline.qdrep"
+
+
+def find_nsys() -> str | None:
+    """An ``nsys`` that exports Parquet: the one on PATH, else shared/tools/get-nsys's."""
+    if found := shutil.which("nsys"):
+        return found
+    tool = BENCH.parents[1] / "shared" / "tools" / "get-nsys"
+    if not tool.is_file():
+        return None
+    got = subprocess.run(["bash", str(tool)], capture_output=True, text=True)
+    return got.stdout.strip() or None if got.returncode == 0 else None
+
+
+def report_steps(plan: Plan, scratch: Path) -> None:
+    """Report → result through each export path (issue 37 point 2), on a real report: nsysmoe's
+    path (only the tables it reads, to Parquet) beside the SQLite path it replaced (every table
+    exported to SQLite, then analysed), and each export alone."""
+    nsys = find_nsys()
+    if nsys is None or not REPORT.is_file():
+        plan.notes.append("no report rows: " + ("no nsys (PATH or shared/tools/get-nsys)"
+                                                if nsys is None else f"no {REPORT}"))
+        return
+    env = {**os.environ, "PATH": f"{Path(nsys).parent}{os.pathsep}{os.environ['PATH']}"}
+    out = scratch / "report-export"
+    sqlite = f"{out}.sqlite"
+    read = subprocess.run([PY, "-c", "from nsysmoe.io.nsys_sqlite import TABLES_READ as t; "
+                           "print(','.join(f'^{x}$' for x in t))"], capture_output=True,
+                          text=True, check=True)  # not imported here: the driver stays small
+    tables = read.stdout.strip()
+    export_sqlite = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
+                     "--output", sqlite, str(REPORT)]  # fmt: skip
+    export_parquet = [nsys, "export", "--type", "parquetdir", "--tables", tables,
+                      "--force-overwrite", "true", "--output", f"{out}_pqtdir", str(REPORT)]
+    old_path = ["sh", "-c", f'"$@" > /dev/null && "$0" -m nsysmoe analyze {shlex.quote(sqlite)} '
+                "--format json -o /dev/null", PY, *export_sqlite]  # fmt: skip
+    what = f"{REPORT.name}, {REPORT.stat().st_size / 1e6:.1f} MB"
+    plan.add("rep.analyze", "report: nsysmoe analyze REPORT", f"{what}: --tables Parquet path")
+    plan.add("rep.old", "  the SQLite path: export all, analyze", f"{what}: before issue 37")
+    plan.add("rep.export.sqlite", "  nsys export: SQLite, every table", what)
+    plan.add("rep.export.parquet", "  nsys export: Parquet, --tables", what)
+    plan.steps += [
+        ("report analyze", cmd_step("rep.analyze", nsysmoe_cmd(str(REPORT)), env=env)),
+        ("report SQLite path", cmd_step("rep.old", old_path, env=env)),
+        ("report export SQLite", cmd_step("rep.export.sqlite", export_sqlite)),
+        ("report export Parquet", cmd_step("rep.export.parquet", export_parquet)),
+    ]
+    plan.ratios += [
+        Ratio("report: nsysmoe's path / the SQLite path", "rep.analyze", "rep.old"),
+        Ratio("  report: Parquet --tables export / SQLite export", "rep.export.parquet",
+              "rep.export.sqlite"),
     ]
 
 
@@ -820,6 +878,7 @@ def main() -> None:
     nsysai = None if args.skip_peer else nsysai_steps(plan, ex, tools)
     light_steps(plan, ex, cli, nsysai, cp)
     parquet_steps(plan, ex, work, nsysai)
+    report_steps(plan, scratch)
     critical_path_ratios(plan, cp)
     ab_steps(plan, ex)
     cache_steps(plan, ex, scratch, help_text)

@@ -35,7 +35,7 @@ NERSC = ("nersc-ddp-4gpu-baseline", "nersc-ddp-4gpu-bucketcap100mb")
 SQLITE_ONLY_WARNING = "1 strings with invalid UTF-8 bytes shown with U+FFFD"
 
 
-def analysis_json(*paths: Path) -> dict[str, Any]:
+def analysis_json(*paths: Path | str) -> dict[str, Any]:
     args = [sys.executable, "-m", "nsysmoe", "analyze", *map(str, paths), "--format", "json"]
     out = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
@@ -256,3 +256,28 @@ def test_select_of_literals_only_counts_the_rows_the_condition_keeps(tmp_path: P
         "eventType IN (59, 60)")
     assert got.height == nvtx.filter(pl.col("eventType").is_in([59, 60])).height > 0
     assert got.row(0) == (None, 0, "")
+
+
+def test_ab_of_two_folders_of_parquet_ranks_equals_the_sqlite_folders(tmp_path: Path) -> None:
+    """``off_dir/ on_dir/`` with Parquet ranks: the per-rank A/B of the same ranks as SQLite."""
+    import shutil
+
+    sides = {}
+    for kind in ("sqlite", "parquet"):
+        for side, example in (("off", EXAMPLES[0]), ("on", EXAMPLES[1])):
+            folder = tmp_path / kind / side
+            folder.mkdir(parents=True)
+            for rank in ("rank0", "rank1"):
+                if kind == "sqlite":
+                    shutil.copy(example, folder / f"{rank}.sqlite")
+                else:
+                    to_columnar(example, folder / f"{rank}_pqtdir")
+            sides[kind, side] = folder
+    got = analysis_json(sides["parquet", "off"], sides["parquet", "on"], "--jobs", "1")
+    want = analysis_json(sides["sqlite", "off"], sides["sqlite", "on"], "--jobs", "1")
+    diff = differences(got, want)
+    assert diff, "the paths differ at least"
+    rest = {k: v for k, v in diff.items() if not (
+        k.rsplit(".", 1)[-1] in SOURCE_FIELDS or "rank" in k.rsplit(".", 1)[-1] or any(
+            isinstance(x, str) and ("_pqtdir" in x or ".sqlite" in x) for x in v))}
+    assert rest == {}, rest
