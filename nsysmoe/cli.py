@@ -73,8 +73,9 @@ def analyze(**options: Any) -> None:
 
     One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict. Each may be a
     directory or a quoted glob of per-rank files ('off/*.sqlite'); more than two arguments are
-    one multi-rank run. TRACES are nsys exports (`nsys export --type sqlite` files, `parquetdir`
-    or `arrowdir` folders; .nsys-rep when nsys is on PATH) or PyTorch profiler JSON. A folder
+    one multi-rank run. TRACES are nsys exports (`nsys export --type sqlite` or `arrow` files,
+    `parquetdir` or `arrowdir` folders; .nsys-rep when nsys is on PATH) or PyTorch profiler
+    JSON. A folder
     holding <TABLE>.parquet or <TABLE>.arrow files is one export; any other folder is a folder
     of ranks (exports, export folders, reports).
     """

@@ -34,7 +34,7 @@ from nsysmoe.io.nsys_columnar import columnar_kind
 from nsysmoe.results import Failure
 from nsysmoe.text import flat
 
-TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
+TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz", ".arrows")
 
 
 def expand(arg: str, skipped: list[str] | None = None, *, one_of_many: bool = False) -> list[str]:
@@ -133,13 +133,13 @@ def _export_entry(p: Path) -> bool:
 
 
 #: one run's files side by side, the one kept first: its SQLite export, its report (which
-#: reads a usable Parquet export beside it), its Parquet export, its Arrow export
-_RUN_FORMS = (".sqlite", ".nsys-rep", ".qdrep", "_pqtdir", "_arwdir")
+#: reads a usable Parquet export beside it), its Parquet export, its Arrow exports
+_RUN_FORMS = (".sqlite", ".nsys-rep", ".qdrep", "_pqtdir", "_arwdir", ".arrows")
 
 
 def _one_per_run(paths: Iterable[Path]) -> list[str]:
     """A report and its exports side by side (``X.sqlite``, ``X.nsys-rep``, ``X_pqtdir/``,
-    ``X_arwdir/``) are one rank: keep one, in the order of :data:`_RUN_FORMS`."""
+    ``X_arwdir/``, ``X.arrows``) are one rank: keep one, in the order of :data:`_RUN_FORMS`."""
     paths = sorted(paths)
 
     def run(p: Path) -> tuple[str, int] | None:

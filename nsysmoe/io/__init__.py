@@ -106,7 +106,7 @@ def _read(path: Path) -> Trace:
     kind = _format(path)
     if kind == "kineto":
         return read_kineto(path)
-    if kind in ("parquet", "arrow"):
+    if kind in ("parquet", "arrow", "arrows"):
         return read_nsys_columnar(path, kind)
     with _nsys_export(path, columnar=True) as export:
         if export.kind == "parquet":
@@ -135,15 +135,17 @@ def _nsys_export(path: Path, columnar: bool = False) -> Iterator[Exported]:
 
 
 def _format(path: Path) -> str:
-    """``"kineto"``, ``"parquet"``, ``"arrow"`` or ``"nsys"``, by content, not suffix: a
-    folder holding ``<TABLE>.parquet`` / ``<TABLE>.arrow`` files → that columnar export
-    (:func:`~nsysmoe.io.nsys_columnar.columnar_kind`); SQLite magic → nsys export; gzip magic or
+    """``"kineto"``, ``"parquet"``, ``"arrow"``, ``"arrows"`` or ``"nsys"``, by content, not
+    suffix: a folder holding ``<TABLE>.parquet`` / ``<TABLE>.arrow`` files → that columnar export
+    (:func:`~nsysmoe.io.nsys_columnar.columnar_kind`); an Arrow IPC message → the one-file Arrow
+    export (``nsys export --type arrow``, ``.arrows``); SQLite magic → nsys export; gzip magic or
     JSON text (``{``, ``[``) → PyTorch profiler (Kineto) trace; ``.nsys-rep``/``.qdrep`` go
     through ``nsys export``. Anything else goes to the nsys reader, whose errors say what to
     pass. Only regular files are opened: a FIFO, device or socket is refused before any read (an
     open of a FIFO would block, ``/dev/zero`` never ends)."""
     # the readers (and polars) are imported here, not with the package: a module of it such as
     # nsysmoe.io.output serves a cached report without them
+    from nsysmoe.io.arrow_streams import CONTINUATION
     from nsysmoe.io.kineto import is_kineto
     from nsysmoe.io.nsys_columnar import columnar_kind
     from nsysmoe.io.nsys_rep import REPORT_SUFFIXES
@@ -164,6 +166,8 @@ def _format(path: Path) -> str:
         if not head.strip():
             raise NsysmoeError(f"{path}: file is empty; pass an nsys SQLite export or a PyTorch "
                                "profiler trace")  # fmt: skip
+        if head.startswith(CONTINUATION):  # nsys export --type arrow: IPC streams
+            return "arrows"
         if not head.startswith(SQLITE_MAGIC) and is_kineto(head):
             return "kineto"
     return "nsys"

@@ -18,6 +18,7 @@ One rule says what a folder is (:func:`columnar_kind`): a folder holding ``<TABL
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
@@ -31,6 +32,7 @@ import polars as pl
 
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.fingerprint import TABLE_SUFFIXES
+from nsysmoe.io.arrow_streams import BadStream, Span, read_stream, table_streams
 from nsysmoe.io.clean import Notes, decode_text
 from nsysmoe.io.export_tables import METADATA_TABLES, ExportTables, parse_where
 from nsysmoe.io.nsys_sqlite import check_export, read_export, read_nvtx
@@ -39,7 +41,7 @@ from nsysmoe.model import Trace
 #: file suffix → export kind; one export holds files of one kind only
 SUFFIXES = dict(zip(TABLE_SUFFIXES, ("parquet", "arrow"), strict=True))
 T = TypeVar("T")
-FORMATS = {"parquet": "nsys-parquet", "arrow": "nsys-arrow"}
+FORMATS = {"parquet": "nsys-parquet", "arrow": "nsys-arrow", "arrows": "nsys-arrow"}
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -67,8 +69,20 @@ def columnar_kind(folder: Path) -> str | None:
     return kinds.pop() if kinds else None
 
 
-def _error(path: Path, what: str) -> NsysmoeError:
+def _error(path: Path | str, what: str) -> NsysmoeError:
     return NsysmoeError(f"{path}: {what}")
+
+
+def _regular(file: Path, what: str) -> None:
+    """Refuse, by name, a file that is not a regular one (a FIFO, a link to nothing) before
+    anything is read from it."""
+    try:
+        mode = os.stat(file).st_mode
+    except OSError as exc:
+        raise _error(file, f"cannot open {what} ({exc.strerror or exc}); a broken link? export "
+                           "the report again") from None  # fmt: skip
+    if not stat.S_ISREG(mode):
+        raise _error(file, f"{what} is not a regular file; export the report again")
 
 
 class Columnar(ExportTables):
@@ -78,16 +92,21 @@ class Columnar(ExportTables):
 
     def __init__(self, path: Path, kind: str):
         self.path, self.kind = path, kind
-        self.files = {p.stem: p for p in table_files(path)}
-        for table, file in self.files.items():
+        #: where each table's rows are: its own file, or a stream's bytes in one .arrows file
+        self.spans: dict[str, Span] = {}
+        if kind == "arrows":
+            _regular(path, "the export")
             try:
-                mode = os.stat(file).st_mode
-            except OSError as exc:
-                raise _error(file, f"cannot open table {table} ({exc.strerror or exc}); a broken "
-                                   "link? export the report again") from None  # fmt: skip
-            if not stat.S_ISREG(mode):
-                raise _error(file, f"table {table} is not a regular file; export the report "
-                                   "again")  # fmt: skip
+                self.spans = table_streams(path)
+            except (BadStream, OSError) as exc:
+                raise _error(path, f"unreadable Arrow stream file ({exc}); it is truncated, "
+                                   "damaged or not `nsys export --type arrow` output: export "
+                                   "the report again") from None  # fmt: skip
+            self.files = {table: path for table in self.spans}
+        else:
+            self.files = {p.stem: p for p in table_files(path)}
+            for table, file in self.files.items():
+                _regular(file, f"table {table}")
         self.tables = set(self.files)
         self.mixed: set[str] = set()
         self.replaced = 0
@@ -104,9 +123,17 @@ class Columnar(ExportTables):
             if self.kind == "parquet":
                 got = self._guard(table, lambda: pl.read_parquet_schema(file))
             else:
-                got = self._guard(table, lambda: pl.read_ipc_stream(file, n_rows=0).schema)
+                got = self._guard(table, lambda: pl.read_ipc_stream(
+                    self._stream(table, schema_only=True), n_rows=0).schema)
             self._schemas[table] = dict(got)
         return self._schemas[table]
+
+    def _stream(self, table: str, schema_only: bool = False) -> Path | io.BytesIO:
+        """An Arrow table's stream: its file, or its bytes in the one .arrows file (with
+        ``schema_only``, its schema alone)."""
+        if self.kind == "arrows":
+            return io.BytesIO(read_stream(self.path, self.spans[table], schema_only))
+        return self.files[table]
 
     def columns(self, table: str) -> set[str]:
         return set(self.schema(table))
@@ -114,13 +141,14 @@ class Columnar(ExportTables):
     def _guard(self, table: str, read: Callable[[], T]) -> T:
         """``read()``, a damaged or foreign file said in one line (polars' own reason)."""
         what = "Parquet" if self.kind == "parquet" else "Arrow IPC stream"
+        where = self.files[table] if self.kind != "arrows" else f"{self.path} (table {table})"
         try:
             return read()
         except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
             reason = " ".join(str(exc).split("\n", 1)[0].split())[:200] or type(exc).__name__
         except pl.exceptions.PanicException as exc:  # a BaseException: polars gave up on it
             reason = " ".join(str(exc).split("\n", 1)[0].split())[:200] or "panic"
-        raise _error(self.files[table], f"unreadable {what} ({reason}); the file is truncated, "
+        raise _error(where, f"unreadable {what} ({reason}); the file is truncated, "
                                         "damaged or not an nsys export table: export the report "
                                         "again") from None  # fmt: skip
 
@@ -130,7 +158,8 @@ class Columnar(ExportTables):
         file = self.files[table]
         if self.kind == "parquet":
             return pl.scan_parquet(file).select(names)
-        return self._guard(table, lambda: pl.read_ipc_stream(file, columns=list(names))).lazy()
+        return self._guard(table, lambda: pl.read_ipc_stream(self._stream(table),
+                                                             columns=list(names))).lazy()
 
     def _frame(self, table: str, names: Sequence[str]) -> pl.DataFrame:
         """The columns ``names`` of ``table``, read."""
@@ -223,8 +252,10 @@ def read_nsys_columnar(path: str | Path, kind: str) -> Trace:
     same table readers as an SQLite export (NVTX on a second thread, as there)."""
     path = Path(path)
     db, nvtx_db = Columnar(path, kind), Columnar(path, kind)
-    what = "folder of Parquet tables" if kind == "parquet" else "folder of Arrow tables"
-    check_export(db, what, f"pass the output of `nsys export --type {kind}dir`")
+    what = {"parquet": "folder of Parquet tables", "arrow": "folder of Arrow tables",
+            "arrows": "Arrow stream file"}[kind]
+    check_export(db, what, "pass the output of `nsys export --type "
+                           f"{'arrow' if kind == 'arrows' else kind + 'dir'}`")
     with ThreadPoolExecutor(1) as side:
         nvtx_missing: dict[str, str] = {}
         nvtx_notes = Notes()

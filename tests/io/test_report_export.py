@@ -194,3 +194,62 @@ def test_tables_read_holds_every_table_a_reader_asks_for(
     for p in EXAMPLES:
         load_trace(to_columnar(p, tmp_path / (p.stem + "_pqtdir")))
     assert asked and asked <= set(TABLES_READ), asked - set(TABLES_READ)
+
+
+# -- nsys export --type arrow: one .arrows file of table streams -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def arrows_export(nsys_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The NERSC baseline report exported by nsys 2023.4 with ``--type arrow``."""
+    folder = tmp_path_factory.mktemp("arrows")
+    out = folder / f"{REPORT}.arrows"
+    subprocess.run([str(nsys_bin / "nsys"), "export", "--type", "arrow", "--output", str(out),
+                    str(SHARED / "traces" / "nsys-2023" / "reports" / f"{REPORT}.qdrep")],
+                   check=True, capture_output=True)  # fmt: skip
+    out.chmod(0o444)
+    return out
+
+
+def test_arrows_file_analyses_as_the_sqlite(arrows_export: Path) -> None:
+    got = analysis(arrows_export, os.environ["PATH"])
+    want = analysis(SHARED / "traces" / "nsys" / f"{REPORT}.sqlite", os.environ["PATH"])
+    assert got["traces"][0]["format"] == "nsys-arrow"
+    diff = differences(got, want)
+    rest = {k: v for k, v in diff.items() if k.rsplit(".", 1)[-1] not in SOURCE_FIELDS}
+    assert rest == {".traces[0].warnings[0]": (None, SQLITE_ONLY_WARNING)}
+
+
+def test_arrows_streams_are_found_without_reading_their_rows(arrows_export: Path) -> None:
+    """Every table nsysmoe reads is found with its span; each span read alone is that table."""
+    import polars as pl
+
+    from nsysmoe.io.arrow_streams import read_stream, table_streams
+
+    spans = table_streams(arrows_export)
+    pq = SHARED / "traces" / "nsys-2023" / "export" / f"{REPORT}_pqtdir"
+    assert {p.stem for p in pq.glob("*.parquet")} <= set(spans)
+    import io
+
+    kernels = pl.read_ipc_stream(io.BytesIO(read_stream(arrows_export,
+                                                       spans["CUPTI_ACTIVITY_KIND_KERNEL"])))
+    assert kernels.height == pl.read_parquet(pq / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").height
+    schema = pl.read_ipc_stream(io.BytesIO(read_stream(
+        arrows_export, spans["CUPTI_ACTIVITY_KIND_KERNEL"], schema_only=True)))
+    assert schema.height == 0 and schema.schema == kernels.schema
+
+
+@pytest.mark.parametrize("cut", [7, 100, 1000, 0.5, -9, -1])
+def test_a_damaged_arrows_file_is_one_line(arrows_export: Path, cut: float, tmp_path: Path) -> None:
+    """Cut short anywhere, or a byte of a message header changed: one line, exit 2."""
+    data = arrows_export.read_bytes()
+    bad = tmp_path / "bad.arrows"
+    bad.write_bytes(data[: int(len(data) * cut) if isinstance(cut, float) else cut])
+    got = run("analyze", str(bad), path=os.environ["PATH"])
+    assert got.returncode == 2, got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1 and "Traceback" not in got.stderr
+    flipped = bytearray(data)
+    flipped[5] ^= 0x40  # the first message's metadata length
+    bad.write_bytes(bytes(flipped))
+    got = run("analyze", str(bad), path=os.environ["PATH"])
+    assert got.returncode == 2 and len(got.stderr.strip().splitlines()) == 1, got.stderr
