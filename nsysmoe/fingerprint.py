@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -103,6 +104,8 @@ def folder_key(path: Path, *extra: object) -> str:
     tables = sorted(p for p in path.iterdir() if p.suffix in TABLE_SUFFIXES)
     if not tables:
         raise OSError(f"{path}: not an export folder")
+    if not all(stat.S_ISREG(os.stat(p).st_mode) for p in tables):  # a FIFO would block an open
+        raise OSError(f"{path}: a table file is not a regular file")
     prints = tuple((p.name, file_key(p)) for p in tables)
     return digest("folder", str(path.resolve()), prints, *extra)
 

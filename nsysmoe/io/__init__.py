@@ -128,6 +128,9 @@ def _nsys_export(path: Path, columnar: bool = False) -> Iterator[Exported]:
         yield Exported(path, "sqlite", None)
         return
     with export_report(path, columnar) as export:
+        if not export.temporary:  # a folder beside the report: its errors name its files
+            yield export
+            return
         try:
             yield export
         except NsysmoeError as exc:  # said of the user's report, not of the deleted export

@@ -215,19 +215,36 @@ class Columnar(ExportTables):
         """A text column as String, nulls as '' (as SQL's coalesce); another type is not an
         nsys export's, said in one line."""
         dtype = self.schema(table)[name]
-        if dtype not in (pl.String, pl.Null):
+        if not _is_text(dtype):
             raise _error(self.files[table], f"column {name} holds {dtype} values where nsys "
                                             "writes text: not an nsys export table; export the "
                                             "report again")  # fmt: skip
         return pl.col(name).cast(pl.String).fill_null("")
 
     def rows(self, table: str, names: Sequence[str]) -> list[tuple[object, ...]]:
-        return self._frame(table, names).rows()
+        """As :meth:`ExportTables.rows`: text as ``str`` whatever its encoding (bytes decoded,
+        invalid UTF-8 shown with U+FFFD and counted, dictionary-encoded text as its values),
+        as SQLite's rows give it."""
+        df = self._frame(table, names)
+        for name in names:
+            dtype = df.schema[name]
+            if dtype == pl.Binary:
+                decoded, bad = decode_text(df[name])
+                self.replaced += bad
+                df = df.with_columns(decoded.alias(name))
+            elif isinstance(dtype, pl.Categorical | pl.Enum):
+                df = df.with_columns(pl.col(name).cast(pl.String))
+        return df.rows()
 
     def last_time(self, table: str) -> int | None:
         got = self.select(table, ["start", '"end"'], {"start": pl.Int64, "end": pl.Int64})
         most = got.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
         return None if most is None else int(most)
+
+
+def _is_text(dtype: pl.DataType) -> bool:
+    """Text as a Parquet or Arrow writer may store it: plain, dictionary-encoded, or all null."""
+    return dtype in (pl.String, pl.Null) or isinstance(dtype, pl.Categorical | pl.Enum)
 
 
 def _column(expr: str) -> str | None:

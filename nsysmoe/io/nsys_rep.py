@@ -28,7 +28,7 @@ from pathlib import Path
 
 from nsysmoe import env
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.io.nsys_columnar import table_files
+from nsysmoe.io.nsys_columnar import Columnar, table_files
 from nsysmoe.io.nsys_sqlite import KERNEL_TABLE, NVTX_TABLE, RUNTIME_TABLE, TABLES_READ
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -50,6 +50,8 @@ class Exported:
     path: Path
     kind: str
     via: str | None  # None: the path given was the export itself
+    #: made for this read and deleted after it: its errors are said of the report
+    temporary: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Caps:
 def beside(report: Path) -> Path | None:
     """The ``<report>_pqtdir/`` next to ``report`` when it can be read instead of exporting:
     a Parquet export whose every table file is newer than the report and that holds
-    :data:`BESIDE_NEEDS`; else None."""
+    :data:`BESIDE_NEEDS`, each readable as Parquet; else None."""
     folder = report.with_name(report.name[: -len(report.suffix)] + "_pqtdir")
     if not folder.is_dir():
         return None
@@ -73,7 +75,15 @@ def beside(report: Path) -> Path | None:
         fresh = all(p.stat().st_mtime_ns >= made for p in files.values())
     except (OSError, NsysmoeError):
         return None
-    return folder if fresh and set(BESIDE_NEEDS) <= set(files) else None
+    if not (fresh and set(BESIDE_NEEDS) <= set(files)):
+        return None
+    try:  # each needed table's footer read: a damaged folder is exported afresh instead
+        export = Columnar(folder, "parquet")
+        for table in BESIDE_NEEDS:
+            export.schema(table)
+    except NsysmoeError:
+        return None
+    return folder
 
 
 @lru_cache(maxsize=8)
@@ -130,7 +140,7 @@ def export_report(path: Path, columnar: bool = True) -> Iterator[Exported]:
             raise NsysmoeError(f"{path}: `nsys export` failed: {' '.join(last[0].split())}")
         only = f", the {len(TABLES_READ)} tables nsysmoe reads" if caps.tables else ""
         what = "Parquet" if kind == "parquet" else "SQLite"
-        yield Exported(out, kind, f"exported to {what} by {nsys}{only} in {took:.2f} s")
+        yield Exported(out, kind, f"exported to {what} by {nsys}{only} in {took:.2f} s", True)
 
 
 def _run(cmd: list[str], timeout: float, path: Path,
