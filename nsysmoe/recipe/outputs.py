@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -21,6 +22,7 @@ from nsysmoe.renderers import render
 from nsysmoe.results import Comparison, Failure, RanksAnalysis, RanksComparison, TraceAnalysis
 
 Result = TraceAnalysis | RanksAnalysis | Comparison | RanksComparison
+R = TypeVar("R", TraceAnalysis, Comparison)
 #: the Parquet tables written, and what one row is
 TABLES = {
     "gpus": "one GPU of one report: every per-GPU metric (ns), the report and side",
@@ -56,10 +58,7 @@ def combine(results: Sequence[TraceAnalysis | Failure]) -> TraceAnalysis | Ranks
     """The run the reports make: one report's analysis, or several as the ranks of one run (as
     ``nsysmoe analyze DIR``); a report that failed is listed, the others go on. None read:
     one line saying why each failed."""
-    good = [r for r in results if isinstance(r, TraceAnalysis)]
-    if not good:
-        raise NsysmoeError("no report could be analysed: " + "; ".join(
-            f"{Path(r.path).name}: {r.error}" for r in results if isinstance(r, Failure)))
+    good = _succeeded(results, TraceAnalysis, "no report could be analysed", short=True)
     if len(results) == 1:
         return good[0]
     return run_analysis(list(results))
@@ -69,13 +68,22 @@ def combine_ab(results: Sequence[Comparison | Failure], n_off: int, n_on: int
                ) -> Comparison | RanksComparison:  # fmt: skip
     """The A/B the pairs make: one pair's comparison, or the per-rank A/B of several (as
     ``nsysmoe analyze OFF_DIR ON_DIR``)."""
-    good = [r for r in results if isinstance(r, Comparison)]
-    if not good:
-        raise NsysmoeError("no pair of reports could be compared: " + "; ".join(
-            f"{r.path}: {r.error}" for r in results if isinstance(r, Failure)))
+    good = _succeeded(results, Comparison, "no pair of reports could be compared")
     if len(results) == 1:
         return good[0]
     return compare_runs(list(results), n_off, n_on)
+
+
+def _succeeded(results: Sequence[R | Failure], kind: type[R], nothing: str,
+               short: bool = False) -> list[R]:  # fmt: skip
+    """The results of ``kind``; where there is none, one line saying why each input failed
+    (``short``: by its file's name)."""
+    good = [r for r in results if isinstance(r, kind)]
+    if not good:
+        why = "; ".join(f"{Path(r.path).name if short else r.path}: {r.error}"
+                        for r in results if isinstance(r, Failure))  # fmt: skip
+        raise NsysmoeError(f"{nothing}: {why}")
+    return good
 
 
 def analyses(result: Result) -> list[tuple[str, TraceAnalysis]]:
