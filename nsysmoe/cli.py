@@ -32,7 +32,7 @@ def cli() -> None:
     """Prove how much MoE expert-parallel communication the compute hid, from nsys exports."""
 
 
-@cli.command()
+@cli.command(help=ct.ANALYZE_HELP)
 @click.argument("traces", nargs=-1, required=True)
 @ct.format_option
 @click.option("--window", type=ct.WINDOW, help=ct.WINDOW_HELP)
@@ -69,16 +69,7 @@ def cli() -> None:
 @ct.output_option
 @ct.rules_options
 def analyze(**options: Any) -> None:
-    """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
-
-    One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict. Each may be a
-    directory or a quoted glob of per-rank files ('off/*.sqlite'); more than two arguments are
-    one multi-rank run. TRACES are nsys exports (`nsys export --type sqlite` or `arrow` files,
-    `parquetdir` or `arrowdir` folders; .nsys-rep when nsys is on PATH) or PyTorch profiler
-    JSON. A folder
-    holding <TABLE>.parquet or <TABLE>.arrow files is one export; any other folder is a folder
-    of ranks (exports, export folders, reports).
-    """
+    """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall."""
     opts = Options(**options)
     color = True if opts.fmt == "terminal" else None  # FORCE_COLOR piped
     key, text = served(opts)  # a repeat of this very report: served before polars is imported
@@ -155,13 +146,8 @@ def examples(kineto: bool, logs: bool) -> None:
 
 @cli.command("recipe-path")
 def recipe_path() -> None:
-    """Print the folder to put in NSYS_RECIPE_PATH for `nsys recipe nsysmoe`.
-
-    NSYS_RECIPE_PATH=$(nsysmoe recipe-path) nsys recipe nsysmoe --input REPORTS --output OUT
-    (the recipe runs in the python3 on PATH: one where nsysmoe is installed)."""
-    import nsysmoe
-
-    click.echo(Path(nsysmoe.__file__).resolve().parent.parent)
+    """Print the folder to put in NSYS_RECIPE_PATH for `nsys recipe nsysmoe` (docs/recipe.md)."""
+    click.echo(Path(__file__).resolve().parent.parent)
 
 
 def _emit(text: str, output: Path | None, color: bool | None = None) -> None:

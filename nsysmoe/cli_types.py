@@ -263,3 +263,13 @@ def what_if(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
         return tuple(parse_scenario(v).text for v in value)
     except NsysmoeError as exc:
         raise click.BadParameter(str(exc).removeprefix("--what-if "), ctx, param) from None
+
+#: ``nsysmoe analyze --help``: what it does and what it reads
+ANALYZE_HELP = """Per GPU: communication hidden by compute, exposed, idle, and the dominant wall.
+
+One TRACE: its report. Two (OFF ON): a matched A/B comparison with a verdict. Each may be a
+directory or a quoted glob of per-rank files ('off/*.sqlite'); more than two arguments are one
+multi-rank run. TRACES are nsys exports (`nsys export --type sqlite` or `arrow` files,
+`parquetdir` or `arrowdir` folders; .nsys-rep when nsys is on PATH) or PyTorch profiler JSON. A
+folder holding <TABLE>.parquet or <TABLE>.arrow files is one export; any other folder is a
+folder of ranks (exports, export folders, reports)."""
