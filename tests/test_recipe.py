@@ -181,3 +181,23 @@ def test_nsys_recipe_unreadable_input_is_one_line(framework: dict[str, str],
     assert "no report could be analysed: bad.nsys-rep:" in said
     assert "Traceback" not in said
     assert not (tmp_path / "out").exists()
+
+
+def test_the_notebook_is_valid_nbformat() -> None:
+    """nbformat 4.5 wants an id on every cell (review: 5 schema errors without them)."""
+    import nbformat
+
+    nb = nbformat.from_dict(outputs.notebook())
+    nbformat.validate(nb)
+    assert len({c["id"] for c in nb["cells"]}) == len(nb["cells"])
+
+
+def test_ab_with_more_reports_on_one_side_says_so() -> None:
+    """Two --input reports against one --versus: one pair is compared, and the run says the
+    counts differ (as the CLI's folders do), not a clean one-pair A/B (review)."""
+    from nsysmoe.results import RanksComparison
+
+    pairs = [outputs.compare_reports((str(EXAMPLES[0]), str(EXAMPLES[1])))]
+    result = outputs.combine_ab(pairs, 2, 1)
+    assert isinstance(result, RanksComparison) and not result.matched
+    assert any("2 files off, 1 on" in n for n in result.contract_notes), result.contract_notes

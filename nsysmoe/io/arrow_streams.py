@@ -97,9 +97,10 @@ EOS = CONTINUATION + b"\x00\x00\x00\x00"
 
 
 def table_streams(path: Path) -> dict[str, Span]:
-    """Each table's stream in the ``.arrows`` file at ``path`` (the first stream of a name
-    counts). Raises :class:`BadStream` (or OSError) for anything that is not a run of named
-    Arrow IPC streams."""
+    """Each table's stream in the ``.arrows`` file at ``path``. Raises :class:`BadStream` (or
+    OSError) for anything that is not a run of named Arrow IPC streams, each name once. A file
+    cut exactly between two streams cannot be told from a whole one here (the format has no
+    footer): the reader warns where the PROCESSES table every export holds is missing."""
     found: dict[str, Span] = {}
     size = path.stat().st_size
     with path.open("rb") as fh:
@@ -114,7 +115,10 @@ def table_streams(path: Path) -> dict[str, Span]:
                 pos += 8
                 if name is None:
                     raise BadStream(f"the stream ending at byte {pos} names no table")
-                found.setdefault(name, (start, pos, schema_end))
+                if name in found:  # two reports' tables in one file, or a file appended to
+                    raise BadStream(f"table {name} appears twice (at bytes {found[name][0]} and "
+                                    f"{start})")  # fmt: skip
+                found[name] = (start, pos, schema_end)
                 start, name, first, schema_end = pos, None, True, 0
                 continue
             if not 0 < length <= _HEADER or pos + 8 + length > size:

@@ -128,6 +128,10 @@ class Columnar(ExportTables):
             self._schemas[table] = dict(got)
         return self._schemas[table]
 
+    def _where(self, table: str) -> Path | str:
+        """What an error about ``table`` names: its file, or the .arrows file and the table."""
+        return f"{self.path} (table {table})" if self.kind == "arrows" else self.files[table]
+
     def _stream(self, table: str, schema_only: bool = False) -> Path | io.BytesIO:
         """An Arrow table's stream: its file, or its bytes in the one .arrows file (with
         ``schema_only``, its schema alone)."""
@@ -141,7 +145,7 @@ class Columnar(ExportTables):
     def _guard(self, table: str, read: Callable[[], T]) -> T:
         """``read()``, a damaged or foreign file said in one line (polars' own reason)."""
         what = "Parquet" if self.kind == "parquet" else "Arrow IPC stream"
-        where = self.files[table] if self.kind != "arrows" else f"{self.path} (table {table})"
+        where = self._where(table)
         try:
             return read()
         except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
@@ -173,7 +177,7 @@ class Columnar(ExportTables):
             return pl.col(name).reinterpret(signed=True)
         if dtype.is_integer() or dtype == pl.Null:
             return pl.col(name).cast(pl.Int64)
-        raise _error(self.files[table], f"column {name} holds {dtype} values where nsys writes "
+        raise _error(self._where(table), f"column {name} holds {dtype} values where nsys writes "
                                         "integers: not an nsys export table; export the report "
                                         "again")  # fmt: skip
 
@@ -216,7 +220,7 @@ class Columnar(ExportTables):
         nsys export's, said in one line."""
         dtype = self.schema(table)[name]
         if not _is_text(dtype):
-            raise _error(self.files[table], f"column {name} holds {dtype} values where nsys "
+            raise _error(self._where(table), f"column {name} holds {dtype} values where nsys "
                                             "writes text: not an nsys export table; export the "
                                             "report again")  # fmt: skip
         return pl.col(name).cast(pl.String).fill_null("")
@@ -281,6 +285,10 @@ def read_nsys_columnar(path: str | Path, kind: str) -> Trace:
         nvtx_table = nvtx.result()
     notes.replaced, notes.mixed = db.replaced_strings, db.mixed
     nvtx_notes.replaced = nvtx_db.replaced_strings
+    if kind == "arrows" and not db.has("PROCESSES") and not missing_tables(db):
+        notes.said.append("no PROCESSES table, which every whole nsys export holds: the file may "
+                          "be cut short between two tables (an interrupted export), and what it "
+                          "lacks is not 'not captured'; export it again if so")  # fmt: skip
     notes = notes.merged(nvtx_notes)
     return replace(
         trace,

@@ -66,10 +66,10 @@ def combine(results: Sequence[TraceAnalysis | Failure]) -> TraceAnalysis | Ranks
 
 def combine_ab(results: Sequence[Comparison | Failure], n_off: int, n_on: int
                ) -> Comparison | RanksComparison:  # fmt: skip
-    """The A/B the pairs make: one pair's comparison, or the per-rank A/B of several (as
-    ``nsysmoe analyze OFF_DIR ON_DIR``)."""
+    """The A/B the pairs make: one pair's comparison, or the per-rank A/B of several, which
+    also says where the sides' report counts differ (as ``nsysmoe analyze OFF_DIR ON_DIR``)."""
     good = _succeeded(results, Comparison, "no pair of reports could be compared")
-    if len(results) == 1:
+    if len(results) == 1 and n_off == n_on == 1:  # as many reports a side: one pair's A/B
         return good[0]
     return compare_runs(list(results), n_off, n_on)
 
@@ -145,6 +145,8 @@ def notebook() -> dict[str, object]:
         cell("code", "tables['iterations']"),
         cell("code", "display(Markdown(open('nsysmoe.md', encoding='utf-8').read()))"),
     ]
+    for i, c in enumerate(cells):  # nbformat 4.5: every cell has an id
+        c["id"] = f"cell-{i}"
     return {"cells": cells, "metadata": {"kernelspec": {"name": "python3",
                                                         "display_name": "Python 3",
                                                         "language": "python"}},

@@ -253,3 +253,27 @@ def test_a_damaged_arrows_file_is_one_line(arrows_export: Path, cut: float, tmp_
     bad.write_bytes(bytes(flipped))
     got = run("analyze", str(bad), path=os.environ["PATH"])
     assert got.returncode == 2 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+
+
+def test_arrows_with_a_table_twice_is_refused(arrows_export: Path, tmp_path: Path) -> None:
+    """Two exports' streams in one file (or a file appended to): refused, not read as the first
+    (review)."""
+    twice = tmp_path / "twice.arrows"
+    twice.write_bytes(arrows_export.read_bytes() * 2)
+    got = run("analyze", str(twice), path=os.environ["PATH"])
+    assert got.returncode == 2 and "appears twice" in got.stderr, got.stderr
+
+
+def test_arrows_cut_between_two_tables_warns(arrows_export: Path, tmp_path: Path) -> None:
+    """A cut exactly after a stream's end marker leaves a well-formed file; the reader warns
+    that the PROCESSES table every export holds is missing (review: it was silent)."""
+    from nsysmoe.io.arrow_streams import table_streams
+
+    spans = table_streams(arrows_export)
+    end = spans["CUPTI_ACTIVITY_KIND_KERNEL"][1]
+    cut = tmp_path / "cut.arrows"
+    cut.write_bytes(arrows_export.read_bytes()[:end])
+    got = run("analyze", str(cut), "--format", "json", path=os.environ["PATH"])
+    assert got.returncode == 0, got.stderr
+    warnings = json.loads(got.stdout)["traces"][0]["warnings"]
+    assert any("may be cut short" in w for w in warnings), warnings
