@@ -54,6 +54,15 @@ def test_one_report_outputs_equal_the_analysis(tmp_path: Path) -> None:
     gpus = pl.read_parquet(tmp_path / "gpus.parquet")
     assert gpus["report"].unique().to_list() == [str(EXAMPLES[1])]
     assert_table_equals_json(gpus, json_gpus(doc))
+    by_gpu = {(g["pid"], g["device"]): g for g in json_gpus(doc)}
+    classes = pl.read_parquet(tmp_path / "classes.parquet").to_dicts()
+    assert classes and all(
+        by_gpu[(r["pid"], r["device"])]["classes"][r["class"]]
+        == {"count": r["count"], "sum_ns": r["sum_ns"], "union_ns": r["union_ns"]}
+        for r in classes)  # fmt: skip
+    phases = pl.read_parquet(tmp_path / "phases.parquet").to_dicts()
+    assert phases and all(by_gpu[(r["pid"], r["device"])]["phases"][r["phase"]]["comm_ns"]
+                          == r["comm_ns"] for r in phases)  # fmt: skip
     iterations = pl.read_parquet(tmp_path / "iterations.parquet")
     assert len(iterations) == len(doc["traces"][0]["iterations"])
     notebook = json.loads((tmp_path / "nsysmoe.ipynb").read_text())

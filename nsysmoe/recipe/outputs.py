@@ -26,7 +26,9 @@ R = TypeVar("R", TraceAnalysis, Comparison)
 #: the Parquet tables written, and what one row is
 TABLES = {
     "gpus": "one GPU of one report: every per-GPU metric (ns), the report and side",
+    "classes": "one kernel class of one GPU of one report: count, sum of durations, union",
     "channels": "one communication channel of one GPU of one report",
+    "phases": "one step phase (an NVTX range projected onto the GPU) of one GPU of one report",
     "iterations": "one iteration of one report (all its GPUs)",
     "ranks": "one GPU of one report with its report's iterations and median step (the rank "
              "table of a multi-report run)",
@@ -103,7 +105,9 @@ def tables(result: Result) -> dict[str, pl.DataFrame]:
     for side, a in analyses(result):
         keys = [pl.lit(a.path).alias("report"), pl.lit(side).alias("side")]
         out["gpus"].append(a.gpus.select(*keys, pl.all()))
+        out["classes"].append(a.classes.select(*keys, pl.all()))
         out["channels"].append(a.channels.select(*keys, pl.all()))
+        out["phases"].append(a.phases.select(*keys, pl.all()))
         out["iterations"].append(a.iterations.select(*keys, pl.all()))
         out["ranks"].append(rank_table((a,)).select(*keys, pl.all()))
     return {name: pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
