@@ -152,9 +152,8 @@ class Columnar(ExportTables):
             reason = " ".join(str(exc).split("\n", 1)[0].split())[:200] or type(exc).__name__
         except pl.exceptions.PanicException as exc:  # a BaseException: polars gave up on it
             reason = " ".join(str(exc).split("\n", 1)[0].split())[:200] or "panic"
-        raise _error(where, f"unreadable {what} ({reason}); the file is truncated, "
-                                        "damaged or not an nsys export table: export the report "
-                                        "again") from None  # fmt: skip
+        raise _error(where, f"unreadable {what} ({reason}); the file is truncated, damaged or "
+                            "not an nsys export table: export the report again") from None
 
     def _scan(self, table: str, names: Sequence[str]) -> pl.LazyFrame:
         """The columns ``names`` of ``table`` (which it has), as a query: nothing else read (a
@@ -210,10 +209,14 @@ class Columnar(ExportTables):
                                  for (a, t), e in zip(schema.items(), exprs, strict=True)})
         df = self._guard(table, lambda: query.select(out).collect())
         for alias in raw_text:
-            decoded, bad = decode_text(df[alias])
-            self.replaced += bad
-            df = df.with_columns(decoded.fill_null("").alias(alias))
+            df = df.with_columns(self._decoded(df[alias]).fill_null(""))
         return df
+
+    def _decoded(self, raw: pl.Series) -> pl.Series:
+        """Text stored as bytes, as text: invalid UTF-8 shown with U+FFFD, and counted."""
+        decoded, bad = decode_text(raw)
+        self.replaced += bad
+        return decoded.alias(raw.name)
 
     def _text_column(self, table: str, name: str) -> pl.Expr:
         """A text column as String, nulls as '' (as SQL's coalesce); another type is not an
@@ -233,9 +236,7 @@ class Columnar(ExportTables):
         for name in names:
             dtype = df.schema[name]
             if dtype == pl.Binary:
-                decoded, bad = decode_text(df[name])
-                self.replaced += bad
-                df = df.with_columns(decoded.alias(name))
+                df = df.with_columns(self._decoded(df[name]))
             elif isinstance(dtype, pl.Categorical | pl.Enum):
                 df = df.with_columns(pl.col(name).cast(pl.String))
         return df.rows()
