@@ -250,15 +250,20 @@ def parquet_steps(plan: Plan, ex: Exports, work: Path, nsysai: Path | None) -> N
     # in a process of its own: the driver's peak RSS is where every child it forks starts from
     subprocess.run([PY, str(BENCH / "parquet_copy.py"), str(ex.off), str(folder)], check=True)
     plan.add("pq.floor", "Parquet floor: polars, needed columns", "bench/parquet_floor.py")
+    plan.add("pq.named", "  the same and the names as text (bound)", "parquet_floor.py --named")
     plan.add("pq.load", "  nsysmoe reader alone, Parquet (load_trace)", "OFF as parquetdir")
     plan.add("pq.analyze", "nsysmoe analyze OFF from Parquet", "--format json -o /dev/null")
     plan.steps += [
         ("Parquet floor", cmd_step("pq.floor", [PY, str(BENCH / "parquet_floor.py"), str(folder)])),
+        ("Parquet floor named", cmd_step("pq.named", [PY, str(BENCH / "parquet_floor.py"),
+                                                      str(folder), "--named"])),
         ("Parquet load", cmd_step("pq.load", [PY, "-c", LOAD, str(folder)])),
         ("Parquet analyze", cmd_step("pq.analyze", nsysmoe_cmd(str(folder)))),
     ]
     plan.ratios += [
         Ratio("Parquet: reader alone / Parquet floor", "pq.load", "pq.floor", "≤ 1.5", 1.5),
+        Ratio("  Parquet: floor with names / floor (bound of the row above)", "pq.named",
+              "pq.floor"),
         Ratio("Parquet: analyze saved / the floors' difference", "analyze", "floor", "≥ 0.8",
               0.8, True, num_minus="pq.analyze", den_minus="pq.floor"),
         Ratio("  Parquet: analyze / analyze from SQLite", "pq.analyze", "analyze"),

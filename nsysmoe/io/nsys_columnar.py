@@ -192,7 +192,7 @@ class Columnar(ExportTables):
                                    else self._integer(table, c).is_in(values)
                                    for c, values in conditions))  # fmt: skip
         kept = query.select(pl.len()) if not any(columns) else None
-        out, raw_text = [], []
+        out, raw_text, text = [], [], []
         for (alias, dtype), expr, col in zip(schema.items(), exprs, columns, strict=True):
             if col is None:
                 out.append(pl.lit(_value(expr, dtype), dtype).alias(alias))
@@ -203,6 +203,7 @@ class Columnar(ExportTables):
                 raw_text.append(alias)
             else:
                 out.append(self._text_column(table, col).alias(alias))
+                text.append(alias)
         if kept is not None:  # every column a literal: as many rows as the condition keeps
             height = self._guard(table, kept.collect).item()
             return pl.DataFrame({a: pl.repeat(_value(e, t), height, dtype=t, eager=True)
@@ -210,6 +211,8 @@ class Columnar(ExportTables):
         df = self._guard(table, lambda: query.select(out).collect())
         for alias in raw_text:
             df = df.with_columns(self._decoded(df[alias]).fill_null(""))
+        for alias in text:  # nulls as '' (SQL's coalesce), where there are any
+            df = df.with_columns(_empty_for_null(df[alias]))
         return df
 
     def _decoded(self, raw: pl.Series) -> pl.Series:
@@ -219,14 +222,14 @@ class Columnar(ExportTables):
         return decoded.alias(raw.name)
 
     def _text_column(self, table: str, name: str) -> pl.Expr:
-        """A text column as String, nulls as '' (as SQL's coalesce); another type is not an
+        """A text column as String (its nulls made '' by the select); another type is not an
         nsys export's, said in one line."""
         dtype = self.schema(table)[name]
         if not _is_text(dtype):
             raise _error(self._where(table), f"column {name} holds {dtype} values where nsys "
                                             "writes text: not an nsys export table; export the "
                                             "report again")  # fmt: skip
-        return pl.col(name).cast(pl.String).fill_null("")
+        return pl.col(name).cast(pl.String)
 
     def rows(self, table: str, names: Sequence[str]) -> list[tuple[object, ...]]:
         """As :meth:`ExportTables.rows`: text as ``str`` whatever its encoding (bytes decoded,
@@ -245,6 +248,12 @@ class Columnar(ExportTables):
         got = self.select(table, ["start", '"end"'], {"start": pl.Int64, "end": pl.Int64})
         most = got.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
         return None if most is None else int(most)
+
+
+def _empty_for_null(text: pl.Series) -> pl.Series:
+    """``text`` with '' for its nulls: written over the few null rows, where ``fill_null``
+    copies every row's text (3M NVTX rows: ~0.1 s)."""
+    return text.scatter(text.is_null().arg_true(), "") if text.null_count() else text
 
 
 def _is_text(dtype: pl.DataType) -> bool:

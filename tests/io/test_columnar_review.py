@@ -5,8 +5,10 @@ beside a report."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import polars as pl
@@ -81,3 +83,24 @@ def test_a_damaged_parquet_export_beside_a_report_is_not_used(tmp_path: Path) ->
                          capture_output=True, text=True, env={**os.environ, "PATH": str(empty)},
                          cwd=REPO)  # fmt: skip
     assert got.returncode == 2 and "needs `nsys` on PATH" in got.stderr, got.stderr
+
+
+def test_null_nvtx_text_reads_as_the_sqlite(tmp_path: Path) -> None:
+    """A range whose text is NULL (no inline text, and an id StringIds lacks or none) is named
+    '' and counted as unnamed, from Parquet as from the SQLite's coalesce(text, '')."""
+    copy = tmp_path / "x.sqlite"
+    copy.write_bytes(EXAMPLE.read_bytes())
+    with closing(sqlite3.connect(copy)) as db, db:
+        rowids = [r for (r,) in db.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 "
+                                           "ORDER BY rowid LIMIT 4")]  # fmt: skip
+        assert len(rowids) == 4
+        db.execute(f"UPDATE NVTX_EVENTS SET text = NULL, textId = NULL WHERE rowid IN "
+                   f"({rowids[0]}, {rowids[1]})")  # fmt: skip
+        db.execute(f"UPDATE NVTX_EVENTS SET text = NULL, textId = 987654321 WHERE rowid = "
+                   f"{rowids[2]}")  # fmt: skip
+    folder = to_columnar(copy, tmp_path / "x_pqtdir")
+    got, want = load_trace(folder), load_trace(copy)
+    assert want.nvtx["name"].null_count() == 0
+    assert (want.nvtx["name"] == "").sum() >= 3
+    assert_same_trace(got, want, "null NVTX text", TRACE_SOURCE)
+    assert got.warnings == want.warnings
