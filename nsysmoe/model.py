@@ -31,7 +31,16 @@ KERNEL_SCHEMA: dict[str, pl.DataType] = {
     # (nsys --cuda-graph-trace=graph)
     "graph": pl.String,
     "graph_id": pl.Int64,  # the graph's id where the source records it, else null
+    # the launch shape (null where the source has none, and for a whole-graph row): thread
+    # blocks launched (grid x·y·z), threads per block (x·y·z), registers per thread, shared
+    # memory per block (static + dynamic, bytes) — what the SM budget reads
+    "blocks": pl.Int64,
+    "threads": pl.Int32,
+    "registers": pl.Int32,
+    "shared_bytes": pl.Int32,
 }
+#: the launch-shape columns of KERNEL_SCHEMA
+LAUNCH_SHAPE = ("blocks", "threads", "registers", "shared_bytes")
 MEMOP_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,
     "device": pl.Int64,
@@ -90,6 +99,12 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.Int64,
     "gpu_name": pl.String,
     "total_memory_bytes": pl.Int64,
+    # SMs and the per-SM occupancy limits (null where the source does not record them)
+    "sm_count": pl.Int64,
+    "max_threads_per_sm": pl.Int64,
+    "max_blocks_per_sm": pl.Int64,
+    "registers_per_sm": pl.Int64,
+    "shared_bytes_per_sm": pl.Int64,
 }
 MEMORY_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.Int64,

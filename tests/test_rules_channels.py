@@ -21,6 +21,7 @@ from nsysmoe.classify import OTHER_CHANNEL, classify, classify_trace, default_ru
 from nsysmoe.measure.channels import CHANNEL_ORDER
 from nsysmoe.model import Trace
 from nsysmoe.pipeline import prepare
+from tests.fixtures.frames import kernel_frame
 
 from .conftest import TRACES, require_shared
 
@@ -238,10 +239,9 @@ LAUNCHES = [
 def phase_trace() -> Trace:
     """One process, one GPU, the kernels of :data:`LAUNCHES` 1 µs apart, each launched by a
     1-ns call at its launch time on its thread, and the ranges of :data:`RANGES`."""
-    kernels = pl.DataFrame(
+    kernels = kernel_frame(
         [(0, 0, 7, 10_000 + 1000 * c, 10_500 + 1000 * c, c, n, n, None, None)
          for c, n, *_ in LAUNCHES],
-        schema=model.KERNEL_SCHEMA, orient="row",
     )  # fmt: skip
     runtime = pl.DataFrame(
         [(0, tid, at, at + 1, c, None) for c, _, at, tid, _ in LAUNCHES],

@@ -226,11 +226,25 @@ def _gpus(
     if isinstance(props, list):
         for p in props:
             if isinstance(p, dict) and type(p.get("id")) is int:
-                info[p["id"]] = (p.get("name"), p.get("totalGlobalMem"))
+                info[p["id"]] = (p.get("name"), p.get("totalGlobalMem"),
+                                 *(_limit(p.get(k)) for k in _SM_PROPERTIES))  # fmt: skip
     else:
-        not_captured["gpu_info"] = "no deviceProperties in the trace: GPU model unknown"
-    rows = [(pid, d, *info.get(d, (None, None))) for d in devices.to_list()]
+        not_captured["gpu_info"] = ("no deviceProperties in the trace: GPU model and SM count "
+                                    "unknown")  # fmt: skip
+    unknown = (None,) * (2 + len(_SM_PROPERTIES))
+    rows = [(pid, d, *info.get(d, unknown)) for d in devices.to_list()]
     return frame(rows, model.GPU_SCHEMA)
+
+
+#: deviceProperties' SM count and per-SM limits, in GPU_SCHEMA's order (Kineto records no
+#: blocks-per-SM limit: None)
+_SM_PROPERTIES = ("numSms", "maxThreadsPerMultiprocessor", "maxBlocksPerMultiProcessor",
+                  "regsPerMultiprocessor", "sharedMemPerMultiprocessor")  # fmt: skip
+
+
+def _limit(v: object) -> int | None:
+    """A per-GPU count as the GPU table holds it: an int in [1, 2^31), else unknown."""
+    return v if type(v) is int and 0 < v < 1 << 31 else None
 
 
 def _memory(pid: int, memory: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:

@@ -51,6 +51,12 @@ GPU_ROW = {
     "corr_id": pl.Int64,
     "name": pl.String,
     "bytes": pl.Int64,
+    # the launch shape (nsysmoe.model.LAUNCH_SHAPE), kernels only: args grid, block,
+    # "registers per thread", "shared memory"
+    "blocks": pl.Int64,
+    "threads": pl.Int64,
+    "registers": pl.Int64,
+    "shared_bytes": pl.Int64,
 }
 CPU_ROW = {
     "kind": pl.String,
@@ -263,7 +269,7 @@ def _scan(events: list[Any]) -> Scanned:
                 gpu.append(
                     (kind, a.get("device", ev.get("pid")), a.get("stream", ev.get("tid")),
                      to_ns(ev["ts"]), to_ns(ev["dur"]), a.get("correlation"),
-                     ev.get("name"), a.get("bytes"))
+                     ev.get("name"), a.get("bytes"), *_shape(a))
                 )  # fmt: skip
                 continue
             kind = CPU_KINDS.get(cat)
@@ -277,6 +283,32 @@ def _scan(events: list[Any]) -> Scanned:
             malformed += 1
             bad_kernels += type(ev) is dict and ev.get("cat") == "kernel" and ev.get("ph") == "X"
     return gpu, cpu, memory, malformed, bad_kernels
+
+
+#: the most a grid or block dimension, a register count or a shared memory size can be
+_DIMENSION = (1 << 31) - 1
+_GRID = (_DIMENSION, 65535, 65535)
+
+
+def _count(v: object, most: int = _DIMENSION) -> int | None:
+    """A launch figure: an int in [0, most], else unknown."""
+    return v if type(v) is int and 0 <= v <= most else None
+
+
+def _shape(a: dict[str, Any]) -> tuple[int | None, ...]:
+    """A kernel event's blocks, threads per block, registers per thread and shared memory per
+    block from its args (None for any that is missing or not a launch's: a grid is a list of
+    three ints within CUDA's limits)."""
+    grid, block = a.get("grid"), a.get("block")
+    blocks = threads = None
+    if type(grid) is list and len(grid) == 3:
+        dims = [_count(v, most) for v, most in zip(grid, _GRID, strict=True)]
+        blocks = None if None in dims else dims[0] * dims[1] * dims[2]  # type: ignore[operator]
+    if type(block) is list and len(block) == 3:
+        dims = [_count(v) for v in block]
+        product = None if None in dims else dims[0] * dims[1] * dims[2]  # type: ignore[operator]
+        threads = _count(product)
+    return blocks, threads, _count(a.get("registers per thread")), _count(a.get("shared memory"))
 
 
 def frame(rows: list[tuple], schema: dict[str, pl.DataType]) -> pl.DataFrame:

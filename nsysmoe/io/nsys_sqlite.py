@@ -255,9 +255,9 @@ def read_kernels(db: ExportTables, part: str = "", lookup: Strings | None = None
     df = db.select(
         t,
         [*_gpu_exprs(db, t), "demangledName", db.col(t, "shortName"), db.col(t, "graphNodeId"),
-         db.col(t, "graphId")],  # fmt: skip
+         db.col(t, "graphId"), *(db.col(t, c) for c in LAUNCH_COLUMNS)],  # fmt: skip
         {**GPU_ROW, "name_id": pl.Int64, "short_id": pl.Int64, "node_id": pl.Int64,
-         "graph_id": pl.Int64},  # fmt: skip
+         "graph_id": pl.Int64, **dict.fromkeys(LAUNCH_COLUMNS, pl.Int64)},  # fmt: skip
         part,
     )
     df = _with_names(db, df, {"name_id": "name", "short_id": "short_name"}, lookup)
@@ -266,9 +266,37 @@ def read_kernels(db: ExportTables, part: str = "", lookup: Strings | None = None
         pl.col("name").is_null().alias("unnamed"),
         pl.col("name").fill_null("[unknown]"),
         pl.when(pl.col("node_id").is_not_null()).then(pl.lit("node")).alias("graph"),
-    )
+        *launch_shape(),
+    ).drop(LAUNCH_COLUMNS)
     schema = {**model.KERNEL_SCHEMA, "unnamed": pl.Boolean}
     return df.select(list(schema)).cast(schema)
+
+
+#: the kernel table's launch configuration columns (nsys 2022.2 to 2026: every export has them)
+LAUNCH_COLUMNS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+                  "staticSharedMemory", "dynamicSharedMemory")  # fmt: skip
+#: a grid x or block dimension, a register count or a shared memory size outside [0, 2^31),
+#: or a grid y or z outside [0, 2^16), is not one CUDA launches: read as unknown (null), so
+#: the block count stays below 2^63
+_DIMENSION, _GRID_YZ = 1 << 31, 1 << 16
+
+
+def _dimension(col: str, limit: int = _DIMENSION) -> pl.Expr:
+    return pl.when(pl.col(col).is_between(0, limit - 1)).then(pl.col(col))
+
+
+def launch_shape() -> list[pl.Expr]:
+    """:data:`nsysmoe.model.LAUNCH_SHAPE` from the raw :data:`LAUNCH_COLUMNS` (null where one
+    it needs is missing or out of range)."""
+    g = [_dimension("gridX"), _dimension("gridY", _GRID_YZ), _dimension("gridZ", _GRID_YZ)]
+    b = [_dimension(c) for c in ("blockX", "blockY", "blockZ")]
+    shared = _dimension("staticSharedMemory") + _dimension("dynamicSharedMemory")
+    return [
+        (g[0] * g[1] * g[2]).alias("blocks"),
+        pl.when((b[0] * b[1] * b[2]) < _DIMENSION).then(b[0] * b[1] * b[2]).alias("threads"),
+        _dimension("registersPerThread").alias("registers"),
+        pl.when(shared < _DIMENSION).then(shared).alias("shared_bytes"),
+    ]
 
 
 def read_graph_rows(db: ExportTables, notes: Notes) -> pl.DataFrame | None:
@@ -288,6 +316,7 @@ def read_graph_rows(db: ExportTables, notes: Notes) -> pl.DataFrame | None:
         name.alias("name"),
         name.alias("short_name"),
         pl.lit("whole").alias("graph"),
+        *(pl.lit(None, model.KERNEL_SCHEMA[c]).alias(c) for c in model.LAUNCH_SHAPE),
     )
     df = drop_invalid(df, "CUDA graph", notes.dropped, gpu=True)
     return df.select(list(model.KERNEL_SCHEMA)).cast(model.KERNEL_SCHEMA)
@@ -556,25 +585,38 @@ def note_nvtx_unnamed(n: int, notes: Notes) -> None:
                           "(shown as empty names)")  # fmt: skip
 
 
+#: TARGET_INFO_GPU's SM count and per-SM limits (nsys 2022.2 to 2026), each kept only in
+#: [1, 2^31) (anything else is unknown)
+GPU_LIMITS = ("smCount", "maxWarpsPerSm", "threadsPerWarp", "maxBlocksPerSm",
+              "maxRegistersPerSm", "maxShmemPerSm")  # fmt: skip
+
+
 def read_gpus(db: ExportTables, keys: pl.DataFrame, not_captured: dict[str, str]) -> pl.DataFrame:
     """Name each (pid, device) of ``keys`` (those of the kernels and memory ops, repeats
     allowed); TARGET_INFO_CUDA_DEVICE maps CUDA ordinals to GPUs when present."""
     keys = keys.unique()
     if not db.has("TARGET_INFO_GPU"):
-        not_captured["gpu_info"] = "not captured (no TARGET_INFO_GPU table): GPU model unknown"
-        return (
-            keys.with_columns(
-                gpu_name=pl.lit(None, pl.String), total_memory_bytes=pl.lit(None, pl.Int64)
-            )
-            .select(list(model.GPU_SCHEMA))
-            .sort("pid", "device")
-        )
+        not_captured["gpu_info"] = ("not captured (no TARGET_INFO_GPU table): GPU model and "
+                                    "SM count unknown")  # fmt: skip
+        unknown = {c: pl.lit(None, t) for c, t in model.GPU_SCHEMA.items() if c not in keys}
+        return keys.with_columns(**unknown).select(list(model.GPU_SCHEMA)).sort("pid", "device")
     t = "TARGET_INFO_GPU"
     db.need(t, "id")
     info = db.small(
-        t, ["id", "name", "totalMemory"],
-        {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory_bytes": pl.Int64},
-    ).unique("gpu_id")
+        t, ["id", "name", "totalMemory", *GPU_LIMITS],
+        {"gpu_id": pl.Int64, "gpu_name": pl.String, "total_memory_bytes": pl.Int64,
+         **dict.fromkeys(GPU_LIMITS, pl.Int64)},
+    ).unique("gpu_id")  # fmt: skip
+    sane = {c: pl.when(pl.col(c).is_between(1, _DIMENSION - 1)).then(pl.col(c))
+            for c in GPU_LIMITS}  # fmt: skip
+    info = info.with_columns(**sane).select(
+        "gpu_id", "gpu_name", "total_memory_bytes",
+        pl.col("smCount").alias("sm_count"),
+        (pl.col("maxWarpsPerSm") * pl.col("threadsPerWarp")).alias("max_threads_per_sm"),
+        pl.col("maxBlocksPerSm").alias("max_blocks_per_sm"),
+        pl.col("maxRegistersPerSm").alias("registers_per_sm"),
+        pl.col("maxShmemPerSm").alias("shared_bytes_per_sm"),
+    )  # fmt: skip
     if db.has("TARGET_INFO_CUDA_DEVICE"):
         db.need("TARGET_INFO_CUDA_DEVICE", "pid", "cudaId", "gpuId")
         mapping = db.small(

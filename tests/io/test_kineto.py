@@ -270,7 +270,7 @@ def test_synthetic_trace_rules(tmp_path: Path) -> None:
         (1, 1_001_000, 2560),
         (1, 1_004_000, -512),
     ]  # running sum = the allocator's Total Allocated; CPU allocations left out
-    assert t.gpus.rows() == [(pid, 1, None, None)] and "gpu_info" in t.not_captured
+    assert t.gpus.rows() == [(pid, 1, *(None,) * 7)] and "gpu_info" in t.not_captured
     assert analyze(t, scope=WHOLE).iterations["step"].to_list() == [3]
 
 

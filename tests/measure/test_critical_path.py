@@ -16,8 +16,6 @@ from nsysmoe.api import analyze, example_paths
 from nsysmoe.errors import NsysmoeError
 from nsysmoe.measure.critical_path import STRAGGLER, parse_scenario
 from nsysmoe.model import (
-    GPU_SCHEMA,
-    KERNEL_SCHEMA,
     MEMOP_SCHEMA,
     MEMORY_EVENT_SCHEMA,
     NVTX_SCHEMA,
@@ -29,6 +27,7 @@ from nsysmoe.model import (
 )
 from nsysmoe.results import CriticalPath
 from tests.conftest import TRACES, require_shared
+from tests.fixtures.frames import gpu_frame, kernel_frame
 from tests.fixtures.generate import write_export
 from tests.fixtures.kernels import K
 from tests.fixtures.ranks import straggler_scenario
@@ -216,10 +215,10 @@ def two_ranks(slow: float) -> tuple[Trace, list[dict[str, int]]]:
                             ALLREDUCE.short_name, None, None))  # fmt: skip
             cursor[r] = end + GAP
         truth.append({"a": arrive[0], "b": arrive[1], "end": end})
-    gpus = pl.DataFrame([(pid, r, "NVIDIA H100 80GB HBM3", 80 * 2**30)
-                         for r, pid in enumerate(PIDS)], schema=GPU_SCHEMA, orient="row")
+    gpus = gpu_frame([(pid, r, "NVIDIA H100 80GB HBM3", 80 * 2**30)
+                      for r, pid in enumerate(PIDS)])
     trace = Trace("two-ranks.sqlite", "nsys-sqlite", None, None,
-                  pl.DataFrame(kernels, schema=KERNEL_SCHEMA, orient="row"), empty(MEMOP_SCHEMA),
+                  kernel_frame(kernels), empty(MEMOP_SCHEMA),
                   pl.DataFrame(runtime, schema=RUNTIME_SCHEMA, orient="row"),
                   pl.DataFrame(nvtx, schema=NVTX_SCHEMA, orient="row"), gpus,
                   empty(MEMORY_EVENT_SCHEMA))  # fmt: skip

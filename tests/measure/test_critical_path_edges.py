@@ -15,8 +15,6 @@ import nsysmoe.measure.critical_path as cpm
 from nsysmoe.api import analyze
 from nsysmoe.depgraph.build import DepGraph
 from nsysmoe.model import (
-    GPU_SCHEMA,
-    KERNEL_SCHEMA,
     MEMOP_SCHEMA,
     MEMORY_EVENT_SCHEMA,
     NVTX_SCHEMA,
@@ -28,6 +26,7 @@ from nsysmoe.model import (
     empty,
 )
 from nsysmoe.results import CriticalPath
+from tests.fixtures.frames import gpu_frame, kernel_frame
 from tests.measure.test_critical_path import (
     COMPUTE,
     GEMM,
@@ -62,7 +61,7 @@ def with_late_kernel() -> Trace:
                 GEMM.short_name, None, None) for r, pid in enumerate(PIDS)]  # fmt: skip
     return replace(
         trace,
-        kernels=pl.concat([trace.kernels, pl.DataFrame(kernels, KERNEL_SCHEMA, orient="row")]),
+        kernels=pl.concat([trace.kernels, kernel_frame(kernels)]),
         runtime=pl.concat([trace.runtime, pl.DataFrame(runtime, RUNTIME_SCHEMA, orient="row")]))
 
 
@@ -122,10 +121,10 @@ def staggered(offset: bool) -> Trace:
             first = pre + 2 * s
             nvtx.append((pid, pid * 10, 9 * US + first * 5 * US, 9 * US + (first + 2) * 5 * US,
                          f"iteration {s}", None, "pushpop", False))  # fmt: skip
-    gpus = pl.DataFrame([(1, 0, "NVIDIA H100 80GB HBM3", 80 * 2**30),
-                         (2, 0, "NVIDIA H100 80GB HBM3", 80 * 2**30)], GPU_SCHEMA, orient="row")
+    gpus = gpu_frame([(1, 0, "NVIDIA H100 80GB HBM3", 80 * 2**30),
+                      (2, 0, "NVIDIA H100 80GB HBM3", 80 * 2**30)])
     return Trace("staggered.sqlite", "nsys-sqlite", None, None,
-                 pl.DataFrame(kernels, KERNEL_SCHEMA, orient="row"), empty(MEMOP_SCHEMA),
+                 kernel_frame(kernels), empty(MEMOP_SCHEMA),
                  pl.DataFrame(runtime, RUNTIME_SCHEMA, orient="row"),
                  pl.DataFrame(nvtx, NVTX_SCHEMA, orient="row"), gpus,
                  empty(MEMORY_EVENT_SCHEMA))  # fmt: skip

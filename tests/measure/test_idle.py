@@ -21,7 +21,8 @@ from nsysmoe.measure.idle import (
     split_in_windows,
 )
 from nsysmoe.measure.overlap import per_gpu
-from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, NVTX_SCHEMA, RUNTIME_SCHEMA, Window
+from nsysmoe.model import MEMOP_SCHEMA, NVTX_SCHEMA, RUNTIME_SCHEMA, Window
+from tests.fixtures.frames import kernel_frame
 from tests.fixtures.sets import covered, runs
 
 Op = tuple[int, int, int, int, int | None, int | None]  # pid, device, start, end, api_start, tid
@@ -144,7 +145,7 @@ def test_gaps_match_brute_force(rows: list[Op]) -> None:
 def kernel_table(rows: list[tuple[int, int, int, int, int | None]]) -> pl.DataFrame:
     """(pid, device, start, end, corr_id) as a classified kernel table."""
     full = [(p, d, 7, s, e, c, "k", "k", None, None, "gemm") for p, d, s, e, c in rows]
-    return pl.DataFrame(full, schema=KERNEL_SCHEMA | {"class": pl.String}, orient="row")
+    return kernel_frame(full, {"class": pl.String})
 
 
 def memop_table(rows: list[tuple[int, int, int, int, int | None]]) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from nsysmoe.measure.iterations import iteration_metrics
 from nsysmoe.measure.overlap import per_gpu
 from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, Iterations, Window
+from tests.fixtures.frames import kernel_frame
 
 CLASSES = ("comm", "gemm", "other")
 interval = st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 25))
@@ -70,7 +71,7 @@ def test_skewed_processes_are_not_counted_twice() -> None:
                          None, "pushpop", False))  # fmt: skip
     trace = Trace(
         path="synthetic", source_format="nsys-sqlite", schema_version=None, product_version=None,
-        kernels=pl.DataFrame(kernels, schema=model.KERNEL_SCHEMA, orient="row"),
+        kernels=kernel_frame(kernels),
         memops=model.empty(model.MEMOP_SCHEMA),
         runtime=pl.DataFrame(runtime, schema=model.RUNTIME_SCHEMA, orient="row"),
         nvtx=pl.DataFrame(nvtx, schema=model.NVTX_SCHEMA, orient="row"),

@@ -24,8 +24,9 @@ from nsysmoe.measure.overlap import (
     per_gpu_and_busy,
     totals,
 )
-from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, WHOLE_TRACE, Window
+from nsysmoe.model import MEMOP_SCHEMA, WHOLE_TRACE, Window
 from nsysmoe.results import Totals
+from tests.fixtures.frames import kernel_frame
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -34,7 +35,7 @@ def kernels(*rows: tuple[int, int, int, int, str]) -> pl.DataFrame:
     """(pid, device, start, end, class) rows as a classified kernel table."""
     full = [(p, d, 7, s, e, i, f"k{i}", f"k{i}", None, None, c)
             for i, (p, d, s, e, c) in enumerate(rows)]  # fmt: skip
-    return pl.DataFrame(full, schema=KERNEL_SCHEMA | {"class": pl.String}, orient="row")
+    return kernel_frame(full, {"class": pl.String})
 
 
 def memops(*rows: tuple[int, int, int, int, str]) -> pl.DataFrame:

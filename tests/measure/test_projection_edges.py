@@ -12,7 +12,8 @@ from nsysmoe.measure.projection import (
     project_nvtx,
     projected_totals,
 )
-from nsysmoe.model import KERNEL_SCHEMA, MEMOP_SCHEMA, NVTX_SCHEMA, RUNTIME_SCHEMA
+from nsysmoe.model import MEMOP_SCHEMA, NVTX_SCHEMA, RUNTIME_SCHEMA
+from tests.fixtures.frames import kernel_frame
 
 P, T = 7, (7 << 24) | 1
 
@@ -36,7 +37,7 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         schema=RUNTIME_SCHEMA,
         orient="row",
     )
-    kernels = pl.DataFrame(
+    kernels = kernel_frame(
         [
             (P, 0, 1, 1000, 1100, 1, "nccl", "nccl", None, None, "comm"),
             (P, 0, 2, 1050, 1200, 2, "gemm", "gemm", None, None, "gemm"),
@@ -44,8 +45,7 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
             (P, 0, 2, 1300, 1400, 3, "mystery", "mystery", None, None, None),
             (P, 0, 1, 1350, 1500, 4, "nccl", "nccl", None, None, "comm"),
         ],
-        schema=KERNEL_SCHEMA | {"class": pl.String},
-        orient="row",
+        {"class": pl.String},
     )
     memops = pl.DataFrame(
         [(P, 0, 3, 1210, 1220, 2, "memcpy", 64, "[CUDA memcpy DtoD]")],  # launched by call 2

@@ -29,6 +29,7 @@ from nsysmoe.peers import (
     profiler_step_names,
 )
 from nsysmoe.pipeline import prepare
+from tests.fixtures.frames import kernel_frame
 
 DLRM = "kineto/dlrm-8ranks"
 DEEPSEEK = "kineto/deepseek-v3-ep64-train/rank0.json.gz"
@@ -136,11 +137,7 @@ def make_trace(
 ) -> Trace:
     """A one-process trace in the canonical schemas. kernels: (name, start_ns, end_ns, corr_id,
     device); launches: (corr_id, start_ns); steps: ProfilerStep ranges (name, start, end)."""
-    k = pl.DataFrame(
-        [(0, dev, 7, s, e, c, n, n, None, None) for n, s, e, c, dev in kernels],
-        schema=model.KERNEL_SCHEMA,
-        orient="row",
-    )
+    k = kernel_frame([(0, dev, 7, s, e, c, n, n, None, None) for n, s, e, c, dev in kernels])
     rt = pl.DataFrame(
         [(0, 1, s, s + US, c, None) for c, s in launches], schema=model.RUNTIME_SCHEMA, orient="row"
     )
