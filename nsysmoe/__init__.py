@@ -14,7 +14,7 @@ from nsysmoe._version import __version__
 
 _API = ("accept", "analyze", "analyze_many", "compare", "compare_many", "compat",
         "dependency_graph", "example_paths", "figure_svgs", "figures", "kernel_summary", "load",
-        "plot", "read_log", "render")  # fmt: skip
+        "plot", "read_log", "render", "sweep")  # fmt: skip
 _MODEL = ("STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window")
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         plot,
         read_log,
         render,
+        sweep,
     )
     from nsysmoe.model import STEADY, WHOLE, Iterations, Scope, Whole, Window
 
@@ -58,6 +59,6 @@ __all__ = [  # the API first, then the model types
     "__version__", "accept", "analyze", "analyze_many", "compare", "compare_many", "compat",
     "dependency_graph",
     "example_paths", "figure_svgs", "figures", "kernel_summary", "load", "plot", "read_log",
-    "render",
+    "render", "sweep",
     "STEADY", "WHOLE", "Iterations", "Scope", "Whole", "Window",
 ]  # fmt: skip

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 import polars as pl
 
 from nsysmoe import ab, pipeline, result_cache
+from nsysmoe.ab import sweep as ab_sweep
 from nsysmoe.ab.evidence import with_acceptance
 from nsysmoe.ab.ranks import compare_runs
 from nsysmoe.ab.side import measure_side
@@ -60,6 +61,7 @@ from nsysmoe.renderers.plot import (
     write_figures,
 )
 from nsysmoe.renderers.plot.common import side_names
+from nsysmoe.renderers.plot.sweep import sweep_figure
 from nsysmoe.results import (
     Comparison,
     CompatRun,
@@ -69,6 +71,7 @@ from nsysmoe.results import (
     Steps,
     TraceAnalysis,
 )
+from nsysmoe.sweeps import Sweep
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -380,6 +383,32 @@ def compare_many(
     return compare_runs(results, len(off), len(on))
 
 
+def sweep(
+    paths: Sequence[TraceLike],
+    *,
+    vary: str,
+    labels: Sequence[str] | None = None,
+    rules: RuleSet | None = None,
+    scope: Scope = STEADY,
+    cache_dir: str | Path | None = None,
+) -> Sweep:
+    """N settings of one knob side by side (:mod:`nsysmoe.ab.sweep`): each trace over its own
+    steady window, the first the base; ``vary``: the knob (a ``--vary`` name: a contract
+    setting such as ``moe_deepep_num_sms``, an option, an environment variable); ``labels``:
+    the settings' names (default: the knob's value in each). Two at a time in threads; each
+    analysis lets go of its trace once its facts are taken."""
+    given = None if labels is None else tuple(labels)
+    ab_sweep.check_settings(len(paths), given)
+
+    def one(path: TraceLike) -> Side:
+        return ab_sweep.detached_side(analyze(path, rules=rules, scope=scope,
+                                              cache_dir=cache_dir))  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        sides = list(pool.map(one, paths))
+    return ab_sweep.sweep([s.analysis for s in sides], vary, given, sides)
+
+
 def _analyze_path(
     path: str, *, rules: RuleSet | None, scope: Scope, cache_dir: str | Path | None
 ) -> TraceAnalysis:
@@ -436,6 +465,8 @@ def figure_jobs(result: object) -> list[FigureJob]:
       side that has two or more, of that side's ranks only, titled with its name. Off and on
       are different runs, not peers, so their GPUs never share a chart (no straggler could be
       named across them), and an A/B of two single-GPU traces has no per-rank chart at all;
+    * ``sweep``: a sweep's settings, each step split into compute, exposed communication and
+      idle, with the SMs the dispatcher held;
     * ``waits``: exposed wait per rank and channel where collectives matched across ranks
       (in an A/B, ``waits-off`` / ``waits-on``, per side, for the same reason, titled with the
       side's name).
@@ -457,6 +488,8 @@ def figure_jobs(result: object) -> list[FigureJob]:
         jobs.append(("channels", partial(channels_figure, result)))
         for side, name in zip(sides, names, strict=True):
             jobs += _run_jobs(side.analysis, f"-{side.label}", name)
+    elif isinstance(result, Sweep):
+        jobs.append(("sweep", partial(sweep_figure, result)))
     elif isinstance(result, RanksAnalysis):
         if len(result.ranks) > 1:
             jobs.append(("ranks", partial(ranks_figure, result)))

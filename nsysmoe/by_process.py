@@ -236,6 +236,8 @@ def _owned_part(part: Part) -> Part:
         in_window=_owned(part.in_window),
         seen=_owned(part.seen),
         graphs=replace(part.graphs, per_gpu=_owned(part.graphs.per_gpu)),
+        sm=replace(part.sm, **{f.name: _owned(getattr(part.sm, f.name))
+                               for f in fields(part.sm)}),
     )  # fmt: skip
 
 

@@ -14,17 +14,11 @@ import click
 from nsysmoe import cli_types as ct
 from nsysmoe._version import __version__
 from nsysmoe.errors import NsysmoeError
-from nsysmoe.options import Options, StepsOptions, served, write
+from nsysmoe.options import Options, StepsOptions, SweepOptions, served, write
 from nsysmoe.text import one_line
 
 if TYPE_CHECKING:  # the request layer imports polars: not for `nsysmoe --help`
     from nsysmoe.request import Outcome
-
-def _progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
-    # on a terminal only: piped, a bar is one more stderr line around an error or a warning
-    return click.progressbar(length=n, label=one_line(label), file=sys.stderr,
-                             hidden=n < 2 or not sys.stderr.isatty())  # fmt: skip
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nsysmoe")
@@ -78,7 +72,7 @@ def analyze(**options: Any) -> None:
         return
     from nsysmoe.request import execute
 
-    _finish(execute(opts, _progress, key), opts.output, color)
+    _finish(execute(opts, ct.progress, key), opts.output, color)
 
 
 @cli.command()
@@ -114,6 +108,20 @@ def _finish(outcome: Outcome, output: Path | None, color: bool | None) -> None:
     if outcome.failed:
         click.echo("nsysmoe: --fail-if: " + one_line("; ".join(outcome.failed)), err=True)
         sys.exit(1)
+
+
+@cli.command(help=ct.SWEEP_HELP)
+@click.argument("settings", nargs=-1, required=True)
+@ct.sweep_options
+@ct.format_option
+@ct.fail_if_option
+@ct.output_option
+@ct.rules_options
+def sweep(**options: Any) -> None:
+    from nsysmoe.request import sweep_outcome
+
+    opts = SweepOptions(**options)
+    _finish(sweep_outcome(opts), opts.output, True if opts.fmt == "terminal" else None)
 
 
 @cli.command()
@@ -158,20 +166,11 @@ def _emit(text: str, output: Path | None, color: bool | None = None) -> None:
     click.echo(f"wrote {one_line(output)}", err=True)
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: object = None, line: str | None = None) -> None:  # fmt: skip
-    """A warning (a library's, or one re-raised from a worker) as one stderr line, made visible
-    like every other line: its message may carry a name from the trace."""
-    where = f"{os.path.basename(filename)}:{lineno}"
-    click.echo(f"nsysmoe: warning: {one_line(message)} ({category.__name__} at {one_line(where)})",
-               err=True)  # fmt: skip
-
-
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
         with warnings.catch_warnings():  # restored after: main() may run in a caller's process
-            warnings.showwarning = _show_warning  # every stderr line goes through one_line
+            warnings.showwarning = ct.show_warning  # every stderr line goes through one_line
             cli.main(prog_name="nsysmoe", standalone_mode=False)
     except NsysmoeError as exc:  # a UsageError too: one line, like every user error
         click.echo(f"nsysmoe: error: {one_line(exc)}", err=True)

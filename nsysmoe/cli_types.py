@@ -4,7 +4,9 @@ several commands share, each written once; the longer option help texts."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from nsysmoe.options import FORMATS
+from nsysmoe.text import one_line
 
 if TYPE_CHECKING:  # the model and parallel modules import polars: not for `nsysmoe --help`
     from nsysmoe.model import Iterations, Window
@@ -243,6 +246,22 @@ def _all(options: tuple[Callable[[F], F], ...]) -> Callable[[F], F]:
 
 
 rules_options = _all(_RULES)  # --rules, --rules-replace (analyze, kernels)
+#: ``nsysmoe sweep``'s own options
+sweep_options = _all((
+    click.option("--vary", required=True, metavar="KNOB",
+                 help="The one setting the exports differ in: moe_deepep_num_sms, "
+                      "moe_hybridep_num_sms, a dispatcher or overlap option, an environment "
+                      "variable."),
+    click.option("--labels", type=LABEL_LIST, help="Names of the settings [KNOB=value]."),
+    click.option("--window", type=WINDOW, help=WINDOW_HELP),
+    click.option("--skip", type=click.IntRange(min=0),
+                 help="Skip this many iterations at the start [detected warm-up]."),
+    click.option("--step-range", help="Regex naming iteration ranges; group 1 = number."),
+    click.option("--strict", is_flag=True,
+                 help="Exit 2 when a setting differs from the first in more than KNOB."),
+    click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Write the figure (PNG and SVG) to this folder."),
+))  # fmt: skip
 log_options = _all(_LOGS)  # --log-window, --equivalent, --loss-tolerance (analyze, steps)
 
 
@@ -273,3 +292,26 @@ multi-rank run. TRACES are nsys exports (`nsys export --type sqlite` or `arrow` 
 `parquetdir` or `arrowdir` folders; .nsys-rep when nsys is on PATH) or PyTorch profiler JSON. A
 folder holding <TABLE>.parquet or <TABLE>.arrow files is one export; any other folder is a
 folder of ranks (exports, export folders, reports)."""
+
+#: ``nsysmoe sweep --help``
+SWEEP_HELP = """N settings of one knob side by side: step time, exposed communication, hidden %,
+the SMs the dispatcher holds, compute inflation, each against the first; the best marked.
+
+SETTINGS are three or more exports (the first is the base), each one setting of the knob
+--vary names; everything else must be equal (the contract is checked against the first)."""
+
+
+def progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private
+    """The CLI's progress bar: on a terminal only (piped, a bar is one more stderr line
+    around an error or a warning)."""
+    return click.progressbar(length=n, label=one_line(label), file=sys.stderr,
+                             hidden=n < 2 or not sys.stderr.isatty())  # fmt: skip
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: object = None, line: str | None = None) -> None:  # fmt: skip
+    """A warning (a library's, or one re-raised from a worker) as one stderr line, made visible
+    like every other line: its message may carry a name from the trace."""
+    where = f"{os.path.basename(filename)}:{lineno}"
+    click.echo(f"nsysmoe: warning: {one_line(message)} ({category.__name__} at {one_line(where)})",
+               err=True)  # fmt: skip

@@ -24,8 +24,10 @@ from nsysmoe.results import (
     Graphs,
     RanksAnalysis,
     RanksComparison,
+    SmBudget,
     TraceAnalysis,
 )
+from nsysmoe.sweeps import Sweep
 
 
 @singledispatch
@@ -97,6 +99,35 @@ def _path_values(cp: CriticalPath | None, suffix: str = "") -> dict[str, float |
             f"what_if_best_gain_pct{suffix}": cp.best_gain_pct}  # fmt: skip
 
 
+#: the SM budget's ``--fail-if`` values (:func:`_sm_values`), and per channel ``CHANNEL.sms_held``
+SM_VALUES = ("comm_sms_avg", "min_sms_left", "max_comm_sm_pct", "inflation_extra_ns",
+             "inflation_gemm_attn_extra_ns")  # fmt: skip
+
+
+def _sm_values(sm: SmBudget, suffix: str = "") -> dict[str, float | None]:
+    """The SMs communication held (the mean over GPUs of its average while it ran, the fewest
+    left on any GPU, the largest share of a GPU's SM-time), the compute time overlap added,
+    and ``CHANNEL.sms_held`` (the most on any GPU) for every channel of the vocabulary; None
+    where unknown (no SM count, no communication), so a condition on it fails."""
+    out: dict[str, float | None] = {f"{k}{suffix}": None for k in SM_VALUES}
+    out |= {f"{ch}.sms_held{suffix}": None for ch in CHANNEL_ORDER}
+    for key, ns in (("inflation_extra_ns", sm.extra_ns),
+                    ("inflation_gemm_attn_extra_ns", sm.gemm_attn_extra_ns)):
+        out[f"{key}{suffix}"] = None if ns is None else float(ns)
+    known = sm.gpus.filter(pl.col("comm_sms_avg").is_not_null()) if not sm.gpus.is_empty() \
+        else sm.gpus  # fmt: skip
+    if not known.is_empty():
+        out[f"comm_sms_avg{suffix}"] = float(known["comm_sms_avg"].mean())
+        out[f"min_sms_left{suffix}"] = float(known["sms_left"].min())
+        pct = known["comm_sm_pct"].drop_nulls()
+        out[f"max_comm_sm_pct{suffix}"] = float(pct.max()) if len(pct) else None
+    if not sm.channels.is_empty():
+        held = sm.channels.group_by("channel").agg(pl.col("sms_held").max())
+        out |= {f"{r['channel']}.sms_held{suffix}": None if r["sms_held"] is None
+                else float(r["sms_held"]) for r in held.iter_rows(named=True)}  # fmt: skip
+    return out
+
+
 #: the critical path's ``--fail-if`` values (:func:`_path_values`)
 PATH_VALUES = ("path_unexplained_pct", "path_comm_pct", "what_if_best_gain_pct")
 
@@ -112,18 +143,41 @@ def _comparison_values(c: Comparison) -> dict[str, float | None]:
                                                                     "_off")  # fmt: skip
     paths = _path_values(c.on.analysis.critical_path) | _path_values(
         c.off.analysis.critical_path, "_off")  # fmt: skip
-    return none | channels | waits | paths | flat_values(c.rows, c.contract.matched)
+    sms = _sm_values(c.on.analysis.sm) | _sm_values(c.off.analysis.sm, "_off")
+    return none | channels | waits | paths | sms | flat_values(c.rows, c.contract.matched)
 
 
 values.register(TraceAnalysis,
                 lambda a: _gpu_values(a.gpus) | _graph_values(a.graphs, a.totals.active_ns)
                 | _channel_values(a.channel_totals) | _wait_values(a.collectives)
-                | _path_values(a.critical_path))
+                | _path_values(a.critical_path) | _sm_values(a.sm))
 values.register(RanksAnalysis, lambda run: _gpu_values(run.ranks) | _graph_values(
     run.graphs, sum(a.totals.active_ns for a in run.analyses)) | _channel_values(
     run.channel_totals) | _wait_values(run.collectives))
 values.register(Comparison, _comparison_values)
 values.register(RanksComparison, lambda rc: flat_values(rc.rows, rc.matched))
+
+
+def _sweep_values(sw: Sweep) -> dict[str, float | None]:
+    """A sweep: whether every setting's contract holds, the base's and the best setting's
+    median step, the best against the base (%), and the most SMs any setting's dispatcher
+    held (``--fail-if 'matched==0'`` refuses a sweep that varied more than its knob)."""
+    steps = sw.settings["median_step_ns"]
+    base, best = steps[0], None if sw.best is None else steps[sw.best]
+    held = [v for d in sw.sms_held for k, v in d.items() if k in ("ep.dispatch", "ep.combine")
+            and v is not None]  # fmt: skip
+    return {
+        "matched": float(sw.matched),
+        "settings": float(len(sw.settings)),
+        "base_step_ns": None if base is None else float(base),
+        "best_step_ns": None if best is None else float(best),
+        "best_vs_base_pct": None if base is None or best is None or not base
+        else 100.0 * (best / base - 1),
+        "max_dispatcher_sms_held": float(max(held)) if held else None,
+    }
+
+
+values.register(Sweep, _sweep_values)
 
 
 #: the verdicts whose figure a gate may rely on: an accepted change (a run long enough, the CI

@@ -96,6 +96,25 @@ class StepsOptions:
     output: Path | None = None
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """``nsysmoe sweep``'s arguments and options: three or more settings of one knob."""
+
+    settings: tuple[str, ...]
+    vary: str = ""
+    labels: tuple[str, ...] | None = None
+    window: Window | Iterations | None = None
+    skip: int | None = None
+    step_range: str | None = None
+    strict: bool = False
+    fmt: str = "terminal"
+    fail_if: tuple[str, ...] = ()
+    output: Path | None = None
+    plot_dir: Path | None = None
+    rules_path: Path | None = None
+    rules_replace: bool = False
+
+
 #: the options a report's text depends on besides the inputs, the format and the rules: every
 #: option but those :data:`NOT_KEYED`
 REPORT_OPTIONS = tuple(f.name for f in fields(Options) if f.name not in NOT_KEYED)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -76,6 +76,7 @@ from nsysmoe.measure.phases import (
     phase_tables,
     phase_totals,
 )
+from nsysmoe.measure.sm_budget import SmPart, finished, measure_sm, merged_sm
 from nsysmoe.measure.steps import detect_steps, process_windows
 from nsysmoe.measure.validity import caveats
 from nsysmoe.measure.window import choose, choose_common
@@ -288,6 +289,7 @@ class Part:
     seen: pl.DataFrame
     graphs: Graphs
     peer_copies: tuple[int, int]  # peer-to-peer copies in the window: count, ns summed
+    sm: SmPart = field(default_factory=SmPart.none)  # the SM budget and inflation durations
 
 
 def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: WindowChoice,
@@ -317,6 +319,7 @@ def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: 
                              phase_pattern(scope.phase),
                              launched=launched if unique else None)  # fmt: skip
     in_window, seen = _window_kernels(kernels, window)
+    sm_job = side.submit(measure_sm, kernels, trace.gpus, window)
     windows = process_windows(steps, kept)  # each process's own iteration windows
     # the kernels as both channel sweeps read them, coded once, on the side thread; the future
     # is bound now: this thread lets go of its name once its own sweep is done
@@ -348,7 +351,8 @@ def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: 
     tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
     return Part(tables, busy, judged, idle_gaps, phases_job.result(), in_window, seen,
-                graph_summary(trace, kernels, window), peer_copies(window.select(trace.memops)))
+                graph_summary(trace, kernels, window), peer_copies(window.select(trace.memops)),
+                sm_job.result())
 
 
 def merged(parts: list[Part], recorded: dict[str, str]) -> Part:
@@ -380,6 +384,7 @@ def merged(parts: list[Part], recorded: dict[str, str]) -> Part:
         cat(lambda p: p.in_window), seen,
         replace(combined([p.graphs for p in parts]), recorded=dict(recorded)),
         (sum(p.peer_copies[0] for p in parts), sum(p.peer_copies[1] for p in parts)),
+        merged_sm([p.sm for p in parts]),
     )  # fmt: skip
 
 
@@ -546,6 +551,7 @@ def _summarize(whole: Whole, steps: Steps, choice: WindowChoice, kept: list[int]
         not_captured=dict(trace.not_captured),
         warnings=trace.warnings + steps.warnings + _peer_copy_note(*part.peer_copies),
         source=None,
+        sm=finished(part.sm, total.hidden_ns),
     )
 
 

@@ -29,6 +29,7 @@ from nsysmoe.model import Iterations, Scope, Span, Whole, Window
 from nsysmoe.options import (
     Options,
     StepsOptions,
+    SweepOptions,
     check_not_inputs,
     check_output_not_input,
     check_writable,
@@ -411,6 +412,43 @@ def steps_outcome(opts: StepsOptions) -> Outcome:
     return Outcome(render(acc, opts.fmt, **page), failed=tuple(gate.failures()))  # type: ignore[arg-type]
 
 
+def sweep_outcome(opts: SweepOptions) -> Outcome:
+    """``nsysmoe sweep``: three or more settings of one knob (:func:`nsysmoe.api.sweep`), each
+    argument one export; ``-o`` and ``--plot`` checked first, never an input; ``--strict``: exit
+    2 when a setting differs from the base in more than the knob."""
+    if not opts.vary:
+        raise UsageError("nsysmoe sweep needs --vary KNOB: the one setting the exports differ in "
+                         "(moe_deepep_num_sms, a dispatcher option, an environment variable)")
+    check_writable(opts.output, opts.plot_dir)
+    rules = rules_of(opts.rules_path, opts.rules_replace)
+    paths, skipped = [], []
+    for arg in opts.settings:
+        found = expand(arg, skipped)
+        if len(found) != 1:
+            why = (f"a folder of {len(found)} rank files" if found
+                   else f"no trace file ({skipped_note(skipped)})")  # fmt: skip
+            raise UsageError(f"{arg}: {why}; each sweep setting is one export (an A/B of two "
+                             "runs of many ranks: nsysmoe analyze OFF_DIR ON_DIR)")  # fmt: skip
+        paths.append(found[0])
+    check_output_not_input(opts.output, [*paths, *([opts.rules_path] if opts.rules_path else [])])
+    scope = Scope(make_window(opts.window, opts.skip, opts.step_range), None, opts.step_range)
+    result = api.sweep(paths, vary=opts.vary, labels=opts.labels, rules=rules, scope=scope)
+    error = None
+    if opts.strict and not result.matched:
+        broken = [f"{label}: {c.summary()}" for label, c in
+                  zip(result.labels[1:], result.contracts, strict=True) if not c.matched]
+        error = "--strict: measurement contract " + "; ".join(broken)
+    figures: list[Path] = api.plot(result, opts.plot_dir) if opts.plot_dir else []
+    if opts.fmt == "html":
+        text = render(result, "html", page=True, svgs=api.figure_svgs(result))
+    else:
+        links = [_relative(f, opts.output) for f in figures if f.suffix == ".png"]
+        text = render(result, opts.fmt, figures=links if opts.fmt == "markdown" else (),  # type: ignore[arg-type]
+                      **_tty(opts))  # fmt: skip
+    gate = Gate.of(opts.fail_if, result)
+    return Outcome(text, error=error, failed=tuple(gate.failures()))
+
+
 def _no_rank(opts: Options) -> None:
     if opts.rank is not None:
         raise UsageError(f"--rank {opts.rank} selects a process of one export per side; with a "
@@ -437,7 +475,7 @@ def _cache_notes(notes: list[str]) -> tuple[str, ...]:
     return (f"warning: --cache: {len(unique)} traces could not be stored; first: {unique[0]}",)
 
 
-def _tty(opts: Options | StepsOptions) -> dict[str, bool | None]:
+def _tty(opts: Options | StepsOptions | SweepOptions) -> dict[str, bool | None]:
     """A terminal report written to ``-o`` is not for a terminal: no colour, the piped width."""
     return {"tty": False if opts.output is not None else None} if opts.fmt == "terminal" else {}
 

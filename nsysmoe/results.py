@@ -329,6 +329,8 @@ class TraceAnalysis:
     critical_path: CriticalPath | None = None
     #: how a report was read (:attr:`nsysmoe.model.Trace.via`), None for an export itself
     via: str | None = None
+    #: the SMs communication holds and what hiding it cost compute (:class:`SmBudget`)
+    sm: SmBudget = field(default_factory=lambda: SmBudget.none())
 
     @property
     def window(self) -> Window:
@@ -414,6 +416,7 @@ class TraceAnalysis:
             "not_captured": self.not_captured,
             "warnings": list(self.warnings),
             **CriticalPath.json_keys(self.critical_path),
+            **self.sm.to_dict(),
         }
 
 
@@ -647,10 +650,15 @@ class StepChange:
     exposed_delta_ns: float | None
     compute_delta_ns: float | None
     explained_pct: float | None
+    #: the change in the GEMM + attention time that the same kernels (name and grid) took
+    #: longer overlapped than alone (:attr:`SmBudget.gemm_attn_extra_ns`), per iteration and GPU:
+    #: how much of ``compute_delta_ns`` is inflation measured kernel by kernel
+    inflation_delta_ns: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"step_delta_ns": self.step_delta_ns, "exposed_delta_ns": self.exposed_delta_ns,
-                "compute_delta_ns": self.compute_delta_ns, "explained_pct": self.explained_pct}
+                "compute_delta_ns": self.compute_delta_ns, "explained_pct": self.explained_pct,
+                "inflation_delta_ns": self.inflation_delta_ns}
 
 
 @dataclass(frozen=True)
@@ -982,6 +990,83 @@ class WhatIf:
                 "predicted_step_ns": round(self.predicted_step_ns),
                 "measured_step_ns": round(self.measured_step_ns), "gain_ns": round(self.gain_ns),
                 "gain_pct": self.gain_pct, "bound": self.bound}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SmBudget:
+    """The SMs communication holds and what hiding it costs compute (issue 38): per channel
+    and GPU the blocks its kernels launch and the SMs they hold (:mod:`nsysmoe.measure.
+    sm_budget`), per GPU communication's SMs over time, the compute kernels that ran beside it
+    against the SMs it left, and per compute kernel its duration overlapped against alone
+    (:mod:`nsysmoe.measure.inflation`). ``hidden_ns``: the communication the trace hid (its
+    totals), what the extra compute time bought."""
+
+    channels: pl.DataFrame  # nsysmoe.measure.sm_budget.SM_BUDGET_SCHEMA
+    gpus: pl.DataFrame  # SM_SHARE_SCHEMA
+    beside: pl.DataFrame  # BESIDE_SCHEMA, the top rows by time beside communication
+    inflation: pl.DataFrame  # nsysmoe.measure.inflation.INFLATION_SCHEMA
+    hidden_ns: int = 0
+
+    @staticmethod
+    def none() -> SmBudget:
+        """No SM budget (an analysis built by hand, or one process of an analysis)."""
+        return SmBudget(pl.DataFrame(), pl.DataFrame(), pl.DataFrame(), pl.DataFrame())
+
+    def _extra(self, classes: tuple[str, ...] | None = None) -> int | None:
+        """The extra time of the comparable rows (of ``classes``): 0 where none of those
+        kernels ran beside communication, None where some did but none could be compared
+        (or nothing was measured): a 0 must never mean "unknown"."""
+        df = self.inflation
+        if df.width == 0:
+            return None
+        if classes is not None:
+            df = df.filter(pl.col("class").is_in(list(classes)))
+        if df.is_empty():
+            return 0
+        ok = df.filter(pl.col("comparable"))
+        return int(ok["extra_ns"].sum()) if len(ok) else None
+
+    @property
+    def extra_ns(self) -> int | None:
+        """The compute time overlap added, over every comparable kernel (see :meth:`_extra`)."""
+        return self._extra()
+
+    @property
+    def gemm_attn_extra_ns(self) -> int | None:
+        """The same, over comparable GEMM and attention kernels (the A/B's compute row)."""
+        return self._extra(("gemm", "attention"))
+
+    def comparable_rows(self, classes: tuple[str, ...] | None = None) -> tuple[int, int]:
+        """(comparable, all) kernel shapes that ran overlapped (of ``classes``)."""
+        df = self.inflation
+        if df.width == 0:
+            return 0, 0
+        if classes is not None:
+            df = df.filter(pl.col("class").is_in(list(classes)))
+        return int(df["comparable"].sum()), len(df)
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON keys ``sm_budget``, ``sm_share``, ``compute_beside_comm``, ``inflation``
+        and ``inflation_totals`` of a trace (documented in docs/json.md)."""
+
+        def rows(df: pl.DataFrame) -> list[dict[str, object]]:
+            return df.to_dicts() if not df.is_empty() else []
+
+        budget = [{"gpu": f"{r['pid']}/{r['device']}", **r} for r in rows(self.channels)]
+        share = [{"gpu": f"{r['pid']}/{r['device']}", **r} for r in rows(self.gpus)]
+        return {
+            "sm_budget": budget,
+            "sm_share": share,
+            "compute_beside_comm": rows(self.beside),
+            "inflation": rows(self.inflation),
+            "inflation_totals": {
+                "extra_ns": self.extra_ns,
+                "gemm_attn_extra_ns": self.gemm_attn_extra_ns,
+                "comparable_kernels": self.comparable_rows()[0],
+                "kernels": len(self.inflation),
+                "hidden_ns": self.hidden_ns,
+            },
+        }
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,10 @@ FILES = {
     "tuned.log": "\n".join(log_lines("tuned")) + "\n",
 }  # fmt: skip
 
+#: names the docs use for the settings of a sweep → the dispatcher's SMs the fixture generator
+#: writes them with (DeepEP, EP overlap on: tests/test_sweep.py), made for a command naming them
+GENERATED = {"sms8.sqlite": 8, "sms20.sqlite": 20, "sms48.sqlite": 48}
+
 #: (pattern searched in one part of a command, why that part does not run here)
 SKIPS = [
     (r"^python3 -m venv \.venv$", "creates a virtual environment (set-up; CI's fresh clone does)"),
@@ -225,6 +229,18 @@ def workspace(folder: Path, shared: bool) -> None:
             (folder / name).symlink_to(src)
 
 
+def generate(folder: Path, text: str) -> None:
+    """The sweep settings ``text`` names (:data:`GENERATED`), written into ``folder``."""
+    from tests.fixtures.generate import write_export
+    from tests.fixtures.scenarios import moe_step_scenario
+
+    for name, sms in GENERATED.items():
+        if re.search(rf"(?<![\w./-]){re.escape(name)}(?![\w.-])", text):
+            spec, _ = moe_step_scenario(dispatcher="deepep", overlap=True, steps=8, seed=7,
+                                        dispatcher_sms=sms, label=name.removesuffix(".sqlite"))
+            write_export(folder / name, spec, "3.13.2")
+
+
 def _example_paths() -> list[Path]:
     """The example traces (off, on), then their training logs (off, on)."""
     folder = REPO / "nsysmoe" / "examples"
@@ -293,6 +309,7 @@ def test_documented_command_runs_and_prints_what_is_shown(text: str, tmp_path: P
     if shared:
         require_shared()
     workspace(tmp_path, shared)
+    generate(tmp_path, text)
     out = run(text, tmp_path)
     said = f"{text!r} ({', '.join(cmd.where)}) exited {out.returncode}\n{out.stderr[-3000:]}"
     assert out.returncode == cmd.rc, said

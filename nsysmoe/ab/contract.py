@@ -15,7 +15,7 @@ import re
 import polars as pl
 
 from nsysmoe.ab.settings import Setting, differing, settings
-from nsysmoe.ab.variables import declared, inferred, scope_of
+from nsysmoe.ab.variables import SM_SETTINGS, declared, inferred, scope_of
 from nsysmoe.results import Check, Contract, Role, Side, Variable
 
 SHOW = 3  # differing names listed per check
@@ -186,6 +186,48 @@ def setting_checks(off: dict[str, Setting], on: dict[str, Setting],
     return rows
 
 
+#: the channels whose kernels are the dispatcher's: the SMs it holds
+DISPATCH_CHANNELS = ("ep.dispatch", "ep.combine")
+
+
+def _blocks(side: Side, channel: str) -> str | None:
+    """The blocks the channel's kernels launch most often, per GPU ("20", or "20, 24" where
+    GPUs differ); None where the side has no such kernel or no launch shape."""
+    df = side.analysis.sm.channels
+    if df.width == 0:
+        return None
+    found = sorted(set(df.filter(pl.col("channel") == channel)["blocks"].drop_nulls()))
+    return ", ".join(str(b) for b in found) or None
+
+
+def sm_checks(off: Side, on: Side, variables: tuple[Variable, ...],
+              scope: frozenset[str]) -> list[Check]:  # fmt: skip
+    """The blocks the dispatcher's kernels launch (the SMs it holds), compared like a setting:
+    from the grids always, whatever the launch metadata says. A difference is the variable where
+    an SM setting is declared (``--vary moe_deepep_num_sms``), a consequence where the variable
+    may change it (the dispatcher, a parallel size), else unexpected; a declared SM setting with
+    the same blocks on both sides varied nothing."""
+    declared = any(v.key in SM_SETTINGS for v in variables)
+    out = []
+    for channel in DISPATCH_CHANNELS:
+        a, b = _blocks(off, channel), _blocks(on, channel)
+        if a is None or b is None:
+            continue  # on one side only, or no launch shape: the kernel checks say so
+        if a == b:
+            role: Role = "unexpected" if declared else "same"
+            detail = ("declared with --vary, but the dispatcher's kernels launch the same "
+                      "blocks on both sides: nothing was varied") if declared else ""  # fmt: skip
+        elif declared:
+            role, detail = "variable", "the variable under test (blocks = SMs held)"
+        else:
+            role = "consequence" if "sms" in scope else "unexpected"
+            detail = ("the SMs the dispatcher's kernels hold differ; declare it with --vary "
+                      "moe_deepep_num_sms (or moe_hybridep_num_sms) if it is what you varied"
+                      if role == "unexpected" else "")  # fmt: skip
+        out.append(Check(f"{channel} blocks", a, b, role, detail))
+    return out
+
+
 def _label(key: str, group: str) -> str:
     return f"--{key}" if group == "option" else key
 
@@ -241,6 +283,7 @@ def check_contract(off: Side, on: Side, variables: tuple[Variable, ...] = (), no
         nvtx_check(off, on, scope, (off.name, on.name)),
         window_check(off, on),
         *([graph_check(off, on, scope)] if graphs else []),
+        *sm_checks(off, on, variables, scope),
         *setting_checks(s_off, s_on, variables),
     ]
     return Contract(tuple(checks), variables, note or _hint(checks, off, on))

@@ -139,9 +139,12 @@ def step_change(off: Side, on: Side) -> StepChange:
     def compute(side: Side) -> int:
         return sum(int(_compute(side, k, "sum_ns") or 0) for k in ("gemm", "attention"))
 
+    def inflation(side: Side) -> int | None:  # None: some ran overlapped, none comparable
+        return side.analysis.sm.gemm_attn_extra_ns
+
     exposed = delta(lambda s: s.analysis.totals.exposed_ns)
     explained = 100.0 * exposed / step if step and exposed is not None else None
-    return StepChange(step, exposed, delta(compute), explained)
+    return StepChange(step, exposed, delta(compute), explained, delta(inflation))
 
 
 def graph_rows(off: Side, on: Side) -> list[MetricRow]:

@@ -22,10 +22,13 @@ from nsysmoe.results import Variable
 
 #: what a difference in a contract setting may change: "kernels:comm", "kernels:compute"
 #: (GEMM, attention), "kernels:other" (every other class), "nvtx:schedule" (Megatron's EP-overlap
-#: schedule ranges), "nvtx" (any range), "dispatcher", "gpus" (GPU and rank count), "graphs"
+#: schedule ranges), "nvtx" (any range), "dispatcher", "gpus" (GPU and rank count), "graphs",
+#: "sms" (the blocks the dispatcher's kernels launch)
 _ALL = frozenset({"kernels:comm", "kernels:compute", "kernels:other", "nvtx"})
-_DISPATCH = frozenset({"kernels:comm", "kernels:other", "nvtx", "dispatcher"})
-_SIZES = _ALL | {"gpus", "dispatcher"}
+#: the contract settings that set a dispatcher's SMs ("sms": the blocks its kernels launch)
+SM_SETTINGS = ("moe_deepep_num_sms", "moe_hybridep_num_sms")
+_DISPATCH = frozenset({"kernels:comm", "kernels:other", "nvtx", "dispatcher", "sms"})
+_SIZES = _ALL | {"gpus", "dispatcher", "sms"}
 CONSEQUENCES: dict[str, frozenset[str]] = {
     "dispatcher": _DISPATCH, "flex_backend": _DISPATCH, "deepep": _DISPATCH,
     "overlap_moe_expert_parallel_comm": frozenset({"nvtx:schedule"}),
@@ -41,6 +44,7 @@ CONSEQUENCES: dict[str, frozenset[str]] = {
     **dict.fromkeys(("overlap_grad_reduce", "overlap_param_gather"),
                     frozenset({"kernels:comm", "nvtx"})),
     "tp_comm_overlap": frozenset({"kernels:comm", "kernels:compute", "nvtx"}),
+    **dict.fromkeys(SM_SETTINGS, frozenset({"sms"})),
 }  # fmt: skip
 #: environment variables by prefix -> what they may change
 ENV_CONSEQUENCES = (("NCCL_", frozenset({"kernels:comm"})),

@@ -45,6 +45,10 @@ CONTRACT_KEYS: dict[str, tuple[str, ...]] = {
     "overlap_grad_reduce": ("overlap_grad_reduce",),
     "overlap_param_gather": ("overlap_param_gather",),
     "tp_comm_overlap": ("tp_comm_overlap",),
+    # the SMs a dispatcher's kernels take (DeepEP default 20, HybridEP 16): also read from the
+    # blocks its kernels launch (nsysmoe.ab.contract.sm_checks)
+    "moe_deepep_num_sms": ("moe_deepep_num_sms",),
+    "moe_hybridep_num_sms": ("moe_hybridep_num_sms",),
 }
 _BY_NAME = {name: key for key, names in CONTRACT_KEYS.items() for name in names}
 

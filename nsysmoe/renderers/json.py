@@ -15,6 +15,7 @@ from nsysmoe.results import (
     RanksComparison,
     TraceAnalysis,
 )
+from nsysmoe.sweeps import Sweep
 
 #: result type → (schema name, schema version) of its document
 SCHEMAS: dict[type, tuple[str, int]] = {
@@ -26,6 +27,7 @@ SCHEMAS: dict[type, tuple[str, int]] = {
     KernelSummary: ("nsysmoe.kernels", 1),
     Acceptance: ACCEPTANCE_SCHEMA,  # logs alone (``nsysmoe steps``): the acceptance block itself
     AcceptedComparison: ("nsysmoe.comparison", 1),  # the A/B with its ``acceptance`` block added
+    Sweep: ("nsysmoe.sweep", 1),
 }
 
 

@@ -167,7 +167,7 @@ def test_internal_error_is_one_visible_line(examples, monkeypatch) -> None:
 
 
 def test_progress_labels_are_visible() -> None:
-    from nsysmoe.cli import _progress
+    from nsysmoe.cli_types import progress as _progress
 
     bar = _progress(3, f"dask tcp://h{HOSTILE}:8786")
     assert not raw_controls(bar.label) and "\\x1b]0;T\\x07" in bar.label

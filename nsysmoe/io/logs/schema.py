@@ -38,7 +38,7 @@ CUT_LAST_LINE = "the last line is cut off (no line end): left out."
 #: the note for bytes that are not UTF-8 (each read as a replacement character)
 BAD_UTF8 = "bytes that are not UTF-8 were read as replacement characters."
 
-LogFormat = Literal["megatron", "megatron-json", "torchtitan", "csv", "jsonl"]
+LogFormat = Literal["megatron", "megatron-json", "torchtitan", "csv", "jsonl", "profile"]
 Sampling = Literal["mean", "point"]
 
 

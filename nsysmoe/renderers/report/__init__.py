@@ -9,7 +9,7 @@ from functools import singledispatch
 from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.renderers.document import Details, Document, Lines, ReportOptions
 from nsysmoe.renderers.names import side_labels
-from nsysmoe.renderers.report import acceptance, comparison, compat, kernels, ranks, trace
+from nsysmoe.renderers.report import acceptance, comparison, compat, kernels, ranks, sweep, trace
 from nsysmoe.results import (
     Comparison,
     CompatRun,
@@ -18,6 +18,7 @@ from nsysmoe.results import (
     RanksComparison,
     TraceAnalysis,
 )
+from nsysmoe.sweeps import Sweep
 
 
 def document(result: object, options: ReportOptions | None = None) -> Document:
@@ -63,3 +64,4 @@ _document.register(KernelSummary, kernels.document)
 _document.register(Acceptance, lambda r, options: acceptance.document(r))
 _document.register(AcceptedComparison,
                    lambda r, options: acceptance.bundle(r, _comparison(r.comparison, options)))
+_document.register(Sweep, lambda r, options: sweep.document(r))

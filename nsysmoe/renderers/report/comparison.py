@@ -132,7 +132,11 @@ def step_change_lines(c: Comparison) -> list[str]:
             line += f" ({sc.explained_pct:.0f} % of the step-time change)"
         if sc.compute_delta_ns is not None:
             line += (f"; beside it GEMM + attention kernels {sc.compute_delta_ns / 1e6:+,.3f} ms "
-                     "per iteration per GPU (compute inflation: hidden communication shares SMs)")
+                     "per iteration per GPU (compute inflation: hidden communication shares SMs")
+            if sc.inflation_delta_ns is not None:
+                extra = sc.inflation_delta_ns / 1e6
+                line += f"; the same kernels, name and grid, overlapped vs alone {extra:+,.3f} ms"
+            line += ")"
         out.append(line)
     wa, wb = c.off.analysis.wall, c.on.analysis.wall
     change = "unchanged" if wa.wall == wb.wall else "changed"

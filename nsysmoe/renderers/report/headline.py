@@ -130,7 +130,10 @@ def _after(c: Comparison) -> list[str]:
         line = (f"Step {sc.step_delta_ns / 1e6:+,.3f} ms: exposed comm "
                 f"{sc.exposed_delta_ns / 1e6:+,.3f} ms per GPU")
         if sc.compute_delta_ns is not None:
-            line += f", GEMM+attention {sc.compute_delta_ns / 1e6:+,.3f} ms (inflation)"
+            line += f", GEMM+attention {sc.compute_delta_ns / 1e6:+,.3f} ms (inflation"
+            if sc.inflation_delta_ns is not None:
+                line += f"; same kernels overlapped vs alone {sc.inflation_delta_ns / 1e6:+,.3f} ms"
+            line += ")"
         out.append(line + " per iteration")
     return out
 

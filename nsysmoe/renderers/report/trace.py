@@ -26,6 +26,7 @@ from nsysmoe.renderers.report import critical_path as path
 from nsysmoe.renderers.report.collectives import collective_blocks
 from nsysmoe.renderers.report.graphs import graph_lines
 from nsysmoe.renderers.report.headline import shown_source, trace_headline
+from nsysmoe.renderers.report.sm_budget import sm_block, sm_details
 from nsysmoe.results import TraceAnalysis, launch_dict
 
 TOP_NVTX = 15
@@ -53,6 +54,7 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
         blocks.append(channel_table(a))
     if table_lines := on_the_table_lines(a):
         blocks.append(Lines(tuple(table_lines)))
+    blocks += sm_block(a.sm)
     blocks += collective_blocks(a.collectives)
     blocks.append(Lines(tuple(wall_lines(a)[1:]), hanging=True))
     blocks += path.advice_blocks(a.critical_path)  # what each knob could buy, ranked
@@ -74,6 +76,8 @@ def document(a: TraceAnalysis, options: ReportOptions | None = None) -> Document
         blocks.append(Details("CUDA graphs", (graph_table(a),)))
     if len(a.gpus) > 1 and not a.channels.is_empty():
         blocks.append(Details("Communication by channel, per GPU", (channel_gpu_table(a),)))
+    labels = {(r["pid"], r["device"]): gpu_label(r) for r in a.gpus.iter_rows(named=True)}
+    blocks += sm_details(a.sm, labels, options)
     if notes(a):
         blocks.append(Lines(tuple(notes(a)), style="notes"))
     return Document(tuple(blocks))

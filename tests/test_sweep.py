@@ -1,0 +1,120 @@
+"""``nsysmoe sweep`` (issue 38): settings of one knob side by side, on exports the fixture
+generator writes with the dispatcher's SM count as their only difference (its kernels launch
+that many blocks; GEMM and attention overlapped with them lose those SMs) — each setting's SMs
+exactly, the best step the generator's own step ranges say is best, and the contract broken by a
+second variable nobody declared."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nsysmoe
+from nsysmoe.errors import UsageError
+from nsysmoe.gate import values
+from tests.fixtures.generate import write_export
+from tests.fixtures.scenarios import moe_step_scenario
+
+SMS = (8, 20, 48)
+KNOB = "moe_deepep_num_sms"
+
+
+def generated(folder: Path, sms: int, **changes: object) -> tuple[Path, int]:
+    """An export of DeepEP with EP overlap, its dispatcher on ``sms`` SMs, and the median of its
+    step ranges (the generator's truth: CPU-side ``iteration N`` ranges, warm-up left out)."""
+    args = {"dispatcher": "deepep", "overlap": True, "steps": 8, "seed": 7} | changes
+    spec, truth = moe_step_scenario(**args, dispatcher_sms=sms, label=f"sms{sms}")  # type: ignore[arg-type]
+    path = write_export(folder / f"sms{sms}{'-other' if changes else ''}.sqlite", spec, "3.13.2")
+    steps = [s["end"] - s["start"] for s in truth["steps"]][2:]
+    return path, int(statistics.median(steps))
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, int]]:
+    folder = tmp_path_factory.mktemp("sweep")
+    return [generated(folder, sms) for sms in SMS]
+
+
+def test_each_setting_holds_its_sms_and_the_truths_best_is_marked(settings: list) -> None:
+    paths = [p for p, _ in settings]
+    truth_best = min(range(len(SMS)), key=lambda i: settings[i][1])
+    s = nsysmoe.sweep(paths, vary=KNOB)
+    assert s.matched, [c.summary() for c in s.contracts]
+    assert [d["ep.dispatch"] for d in s.sms_held] == list(SMS)
+    assert [d["ep.combine"] for d in s.sms_held] == list(SMS)
+    assert s.best == truth_best == 1  # the generator's trade-off: 20 SMs beats 8 and 48
+    assert s.labels == tuple(f"{KNOB}={n}" for n in SMS)
+    doc = json.loads(nsysmoe.render(s, "json"))
+    assert (doc["schema"], doc["version"], doc["matched"]) == ("nsysmoe.sweep", 1, True)
+    rows = doc["settings"]
+    assert [r["best"] for r in rows] == [i == truth_best for i in range(len(SMS))]
+    assert [r["sms_held"]["ep.dispatch"] for r in rows] == list(SMS)
+    assert all(r["median_step_ns"] > 0 and r["label"] for r in rows)
+    assert rows[0]["vs_base"] is None and rows[1]["vs_base"]["median_step_pct"] < 0
+    assert rows[1]["contract"]["matched"] is True
+    checks = {c["check"]: c["role"] for c in rows[2]["contract"]["checks"]}
+    assert checks["ep.dispatch blocks"] == "variable" and checks[KNOB] == "variable"
+    gate = values(s)
+    assert gate["matched"] == 1.0 and gate["max_dispatcher_sms_held"] == 48.0
+    assert gate["best_vs_base_pct"] is not None and gate["best_vs_base_pct"] < 0
+
+
+def test_a_second_variable_nobody_declared_breaks_the_contract(settings: list,
+                                                               tmp_path: Path) -> None:  # fmt: skip
+    other, _ = generated(tmp_path, 48, microbatches=3)  # more microbatches: more kernels
+    s = nsysmoe.sweep([settings[0][0], settings[1][0], other], vary=KNOB)
+    assert not s.matched
+    assert s.contracts[0].matched and not s.contracts[1].matched
+    text = nsysmoe.render(s, "terminal")
+    assert "WARNING: contract NOT matched" in text
+    run = _cli([str(settings[0][0]), str(settings[1][0]), str(other), "--vary", KNOB, "--strict"])
+    assert run.returncode == 2 and "--strict: measurement contract" in run.stderr
+
+
+def test_the_cli_writes_every_format_and_gates(settings: list, tmp_path: Path) -> None:
+    paths = [str(p) for p, _ in settings]
+    run = _cli([*paths, "--vary", KNOB, "--fail-if", "matched==0", "--plot", str(tmp_path)])
+    assert run.returncode == 0, run.stderr
+    assert "best" in run.stdout and "20/20" in run.stdout
+    assert (tmp_path / "sweep.svg").is_file()
+    page = _cli([*paths, "--vary", KNOB, "--format", "html"])
+    assert page.returncode == 0 and "<svg" in page.stdout and "nsysmoe sweep" in page.stdout
+    fails = _cli([*paths, "--vary", KNOB, "--fail-if", "best_step_ns>1"])
+    assert fails.returncode == 1 and "--fail-if" in fails.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["a.sqlite", "b.sqlite", "--vary", KNOB], "a sweep takes 3 settings or more"),
+    (["a", "b", "c"], "Missing option '--vary'"),
+])  # fmt: skip
+def test_bad_command_lines_are_one_line(args: list[str], said: str, settings: list) -> None:
+    if args[0] == "a.sqlite":
+        args = [str(settings[0][0]), str(settings[1][0]), *args[2:]]
+    run = _cli(args)
+    assert run.returncode == 2 and said in run.stderr and len(run.stderr.splitlines()) == 1
+
+
+def test_labels_must_name_every_setting(settings: list) -> None:
+    with pytest.raises(UsageError, match="--labels: 2 names for 3 settings"):
+        nsysmoe.sweep([p for p, _ in settings], vary=KNOB, labels=("a", "b"))
+
+
+def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nsysmoe", "sweep", *args], capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+
+
+def test_settings_named_by_file_get_the_shortest_tails_that_differ() -> None:
+    from nsysmoe.ab.sweep import distinct_names
+
+    assert distinct_names(["runs/a/profile.sqlite", "runs/b/profile.sqlite",
+                           "runs/c/profile.sqlite"]) == ("a/profile.sqlite", "b/profile.sqlite",
+                                                          "c/profile.sqlite")  # fmt: skip
+    assert distinct_names(["x/a.sqlite", "y/b.sqlite", "c.sqlite"]) == ("a.sqlite", "b.sqlite",
+                                                                        "c.sqlite")  # fmt: skip
+    assert distinct_names(["a.sqlite", "a.sqlite", "b.sqlite"])[0] == "1: a.sqlite"
