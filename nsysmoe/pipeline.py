@@ -319,13 +319,14 @@ def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: 
                              phase_pattern(scope.phase),
                              launched=launched if unique else None)  # fmt: skip
     in_window, seen = _window_kernels(kernels, window)
-    sm_job = side.submit(measure_sm, kernels, trace.gpus, window)
     windows = process_windows(steps, kept)  # each process's own iteration windows
     # the kernels as both channel sweeps read them, coded once, on the side thread; the future
     # is bound now: this thread lets go of its name once its own sweep is done
     coded_job = side.submit(coded_kernels, kernels)
     pci_job = side.submit(lambda job: process_channel_iterations(job.result(), windows),
                           coded_job)  # fmt: skip
+    # after the jobs this thread waits on: the SM budget is read only at the end
+    sm_job = side.submit(measure_sm, kernels, trace.gpus, window)
     gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     if cross is not None:
         cross(in_window, busy, len(gpus))

@@ -60,37 +60,40 @@ DURATIONS_SCHEMA: dict[str, pl.DataType] = {
 }  # fmt: skip
 
 
+#: a kernel's state as :func:`states` codes it (small ints; named once the rows are grouped)
+STATE_NAMES = (ALONE, OVERLAPPED, PARTIAL)
+
+
 def states(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
     """Each compute kernel wholly inside the window with its duration ``dur`` and ``state``
-    (overlapped, alone, partial), from its GPU's communication kernels."""
+    (an index into :data:`STATE_NAMES`), from its GPU's communication kernels: one pass over
+    the table, a mask per GPU, no per-kernel strings made."""
     cols = ["pid", "device", "start", "end", "name", "class", "blocks"]
     df = kernels.lazy().select(cols).filter(pl.col("end") > pl.col("start"))
-    is_comm = pl.col("class") == COMM
-    comm = window.select(df.filter(is_comm)).collect().partition_by("pid", "device",
-                                                                     as_dict=True)  # fmt: skip
-    compute = df.filter(pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, GRAPH]))
+    is_compute = pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, GRAPH])
     if window.bounded:
         lo, hi = window.bounds()
-        compute = compute.filter((pl.col("start") >= lo) & (pl.col("end") <= hi))
-    compute = compute.collect()
-    out = []
-    for key, k in compute.partition_by("pid", "device", as_dict=True).items():
-        s, e = k["start"].to_numpy(), k["end"].to_numpy()
-        c = comm.get(key)
-        if c is None:
-            covered = np.zeros(s.size, dtype=np.int64)
-        else:
-            cs, ce = c["start"].to_numpy(), c["end"].to_numpy()
-            order = start_order(cs)
-            runs = sorted_runs(cs[order], ce[order])
-            covered = (covered_before(*runs, e) - covered_before(*runs, s)).astype(np.int64)
-        dur = e - s
-        state = np.where(covered == 0, ALONE, np.where(2 * covered >= dur, OVERLAPPED, PARTIAL))
-        out.append(k.select(KEYS).with_columns(pl.Series("dur", dur), pl.Series("state", state)))
-    if not out:
-        return pl.DataFrame(schema={**{k: kernels.schema.get(k, pl.String) for k in KEYS},
-                                    "dur": pl.Int64, "state": pl.String})  # fmt: skip
-    return pl.concat(out)
+        is_compute = is_compute & (pl.col("start") >= lo) & (pl.col("end") <= hi)
+    compute = df.filter(is_compute).collect()
+    comm = window.select(df.filter(pl.col("class") == COMM).select(
+        "pid", "device", "start", "end")).collect()  # fmt: skip
+    s, e = compute["start"].to_numpy(), compute["end"].to_numpy()
+    covered = np.zeros(s.size, dtype=np.int64)
+    gpu = (compute["pid"].to_numpy() << 20) ^ compute["device"].to_numpy()
+    comm_gpu = (comm["pid"].to_numpy() << 20) ^ comm["device"].to_numpy()
+    cs_all, ce_all = comm["start"].to_numpy(), comm["end"].to_numpy()
+    for key in np.unique(comm_gpu):
+        mine = np.flatnonzero(gpu == key)
+        if not mine.size:
+            continue
+        theirs = comm_gpu == key
+        cs, ce = cs_all[theirs], ce_all[theirs]
+        order = start_order(cs)
+        runs = sorted_runs(cs[order], ce[order])
+        covered[mine] = covered_before(*runs, e[mine]) - covered_before(*runs, s[mine])
+    dur = e - s
+    state = np.where(covered == 0, 0, np.where(2 * covered >= dur, 1, 2)).astype(np.int8)
+    return compute.select(KEYS).with_columns(pl.Series("dur", dur), pl.Series("state", state))
 
 
 def durations(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
@@ -99,6 +102,8 @@ def durations(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
     overlapped in another part of the trace."""
     df = states(kernels, window)
     out = df.group_by([*KEYS, "state"]).agg(pl.col("dur").alias("durations"))
+    out = out.with_columns(pl.col("state").replace_strict(range(len(STATE_NAMES)), STATE_NAMES,
+                                                          return_dtype=pl.String))  # fmt: skip
     return out.select(list(DURATIONS_SCHEMA)).cast(DURATIONS_SCHEMA)
 
 

@@ -152,37 +152,42 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return out
 
 
-def gpu_share(comm: pl.DataFrame, compute: pl.DataFrame, sms: int | None, span_ns: int
-              ) -> tuple[dict[str, object], pl.DataFrame]:  # fmt: skip
+@dataclass(frozen=True)
+class Beside:
+    """One GPU's compute kernels that overlap communication: their rows (``at``: indices into
+    the compute kernels given), time under communication and the most SMs it held meanwhile
+    (None where unknown)."""
+
+    at: np.ndarray
+    beside_ns: np.ndarray
+    comm_sms: np.ndarray | None
+
+
+def gpu_share(comm: pl.DataFrame, cs: np.ndarray, ce: np.ndarray, sms: int | None,
+              span_ns: int) -> tuple[dict[str, object], Beside]:  # fmt: skip
     """One GPU's communication SMs over time (:data:`SM_SHARE_SCHEMA` values but its key; the
     share of SM-time over ``span_ns``, the GPU's kernels' span in the window) and its compute
-    kernels that overlap communication, each with ``beside_ns`` (its time under
-    communication) and ``comm_sms``, the most SMs communication held at once while it ran.
-    The share is unknown (null) where the SM count or any communication kernel's grid is."""
+    kernels (starts ``cs``, ends ``ce``) that overlap communication (:class:`Beside`). The
+    share is unknown (null) where the SM count or any communication kernel's grid is."""
     s, e = comm["start"].to_numpy(), comm["end"].to_numpy()
     order = start_order(s)
     runs = sorted_runs(s[order], e[order])
     comm_ns = int((runs[1] - runs[0]).sum())
     row: dict[str, object] = {"sm_count": sms, "comm_ns": comm_ns, "comm_sms_avg": None,
                               "sms_left": None, "comm_sm_pct": None}  # fmt: skip
-    held = comm["sms_held"].to_numpy()
-    cs, ce = compute["start"].to_numpy(), compute["end"].to_numpy()
     under = (covered_before(*runs, ce) - covered_before(*runs, cs)).astype(np.int64)
-    beside = compute.with_columns(pl.Series("beside_ns", under, dtype=pl.Int64)).filter(
-        pl.col("beside_ns") > 0)  # fmt: skip
+    at = np.flatnonzero(under > 0)
     if not sms or comm["sms_held"].null_count() or not comm_ns:
-        return row, beside.with_columns(pl.lit(None, pl.Int64).alias("comm_sms"))
-    t, level = _levels(s, e, held.astype(np.int64), sms)
+        return row, Beside(at, under[at], None)
+    held = comm["sms_held"].to_numpy().astype(np.int64)
+    t, level = _levels(s, e, held, sms)
     area = int((level[:-1] * np.diff(t)).sum())
     row |= {"comm_sms_avg": area / comm_ns, "sms_left": sms - area / comm_ns,
             "comm_sm_pct": 100.0 * area / (sms * span_ns) if span_ns > 0 else None}
-    if beside.is_empty():
-        return row, beside.with_columns(pl.lit(None, pl.Int64).alias("comm_sms"))
-    bs, be = beside["start"].to_numpy(), beside["end"].to_numpy()
-    lo = np.searchsorted(t, bs, side="right") - 1  # the piece holding the start
-    hi = np.searchsorted(t, be, side="left") - 1  # the last piece starting before the end
-    top = _range_max(level, np.maximum(lo, 0), np.maximum(hi, 0))
-    return row, beside.with_columns(pl.Series("comm_sms", top, dtype=pl.Int64))
+    lo = np.searchsorted(t, cs[at], side="right") - 1  # the piece holding the start
+    hi = np.searchsorted(t, ce[at], side="left") - 1  # the last piece starting before the end
+    top = _range_max(level, np.maximum(lo, 0), np.maximum(hi, 0)) if at.size else at
+    return row, Beside(at, under[at], top)
 
 
 def sm_budget(kernels: pl.DataFrame, gpus: pl.DataFrame, window: Window
@@ -190,28 +195,40 @@ def sm_budget(kernels: pl.DataFrame, gpus: pl.DataFrame, window: Window
     """The SM budget of the window's kernels (classified, with their launch shape): per channel
     (:data:`SM_BUDGET_SCHEMA`), per GPU (:data:`SM_SHARE_SCHEMA`), and the compute kernels
     beside communication summed per shape (:data:`BESIDE_SCHEMA`, every row: the caller keeps
-    the top ones once the parts are summed)."""
-    cols = ["pid", "device", "start", "end", "name", "class", "channel", "blocks", "threads",
-            "registers", "shared_bytes"]  # fmt: skip
-    df = with_sms(window.select(kernels.lazy().select(cols)).collect(), gpus)
-    df = df.filter(pl.col("end") > pl.col("start"))
-    comm = df.filter(pl.col("class") == COMM)
+    the top ones once the parts are summed). Only the communication kernels are joined to
+    their GPU's limits; the compute kernels are read as numpy, their rows copied only where
+    they met communication."""
+    cols = ["pid", "device", "start", "end", "class", "blocks"]
+    wanted = [*cols, "name", "channel", "threads", "registers", "shared_bytes"]
+    indexed = kernels.lazy().with_row_index("row")
+    df = window.select(indexed.select("row", *wanted)).filter(pl.col("end") > pl.col("start"))
+    comm = with_sms(df.filter(pl.col("class") == COMM).drop("row").collect(), gpus)
     budget = channel_budget(comm)
     # each GPU's own span in the window: the same whether the trace is read whole or one
     # process at a time, and finite under a half-open window
-    spans = dict(((r[0], r[1]), r[2]) for r in df.group_by("pid", "device").agg(
-        (pl.col("end").max() - pl.col("start").min()).alias("span")).iter_rows())  # fmt: skip
+    spans, compute = pl.collect_all([
+        df.group_by("pid", "device").agg((pl.col("end").max() - pl.col("start").min())
+                                         .alias("span")),
+        df.filter(pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, "graph"]))
+        .select("row", *cols),  # names read only for the rows that met communication
+    ])  # fmt: skip
+    span = {(r[0], r[1]): r[2] for r in spans.iter_rows()}
+    gpu = (compute["pid"].to_numpy() << 20) ^ compute["device"].to_numpy()
+    cs_all, ce_all = compute["start"].to_numpy(), compute["end"].to_numpy()
     shares, besides = [], []
-    comm_by = comm.partition_by("pid", "device", as_dict=True)
-    compute = df.filter(pl.col("class").is_not_null() & (pl.col("class") != COMM)
-                        & (pl.col("class") != "graph"))  # fmt: skip
-    compute_by = compute.partition_by("pid", "device", as_dict=True)
-    for key, c in sorted(comm_by.items()):
+    for key, c in sorted(comm.partition_by("pid", "device", as_dict=True).items()):
         sms = c["sm_count"][0]
-        k = compute_by.get(key, compute.clear())
-        row, beside = gpu_share(c, k, None if sms is None else int(sms), spans[key])
+        mine = np.flatnonzero(gpu == ((key[0] << 20) ^ key[1]))
+        row, b = gpu_share(c, cs_all[mine], ce_all[mine], None if sms is None else int(sms),
+                           span[key])  # fmt: skip
         shares.append({"pid": key[0], "device": key[1], **row})
-        besides.append(beside)
+        met = compute[mine[b.at]]
+        rows = met.select(kernels["name"].gather(met["row"]), "class", "blocks").with_columns(
+            pl.Series("beside_ns", b.beside_ns, dtype=pl.Int64),
+            pl.Series("comm_sms", b.comm_sms, dtype=pl.Int64) if b.comm_sms is not None
+            else pl.lit(None, pl.Int64).alias("comm_sms"),
+            pl.lit(sms, pl.Int64).alias("sm_count"))  # fmt: skip
+        besides.append(rows)
     share = pl.DataFrame(shares, schema=SM_SHARE_SCHEMA) if shares else pl.DataFrame(
         schema=SM_SHARE_SCHEMA)
     return budget, share, beside_table(besides)

@@ -55,8 +55,11 @@ def segments(comm: list[tuple[int, int, int]], sms: int) -> list[tuple[int, int,
 @given(spans, spans, st.integers(1, 140))
 def test_share_and_beside_equal_brute_force(comm: list, compute: list, sms: int) -> None:
     df = with_sms(kernels(comm, compute), pl.DataFrame([H100 | {"sm_count": sms}]))
-    row, beside = gpu_share(df.filter(pl.col("class") == "comm"),
-                            df.filter(pl.col("class") != "comm"), sms, 100)  # fmt: skip
+    k = df.filter(pl.col("class") != "comm")
+    row, b = gpu_share(df.filter(pl.col("class") == "comm"), k["start"].to_numpy(),
+                       k["end"].to_numpy(), sms, 100)  # fmt: skip
+    beside = k[b.at].with_columns(pl.Series("beside_ns", b.beside_ns),
+                                  pl.Series("comm_sms", b.comm_sms, dtype=pl.Int64))  # fmt: skip
     segs = segments(comm, sms)
     covered = sum(hi - lo for lo, hi, _ in segs if any(
         s <= lo and hi <= s + d for s, d, _ in comm))  # fmt: skip
