@@ -121,6 +121,28 @@ def no_cp_step(plan: Plan, key: str, label: str, export: Path, on: bool) -> None
         plan.steps.append((name, cmd_step(key, nsysmoe_cmd(str(export), NO_CP))))
 
 
+def no_sm_step(plan: Plan, key: str, label: str, export: Path) -> None:
+    """``analyze EXPORT`` without the SM budget (``bench/without_sm_budget.py``), the baseline
+    of its cost (issue 38)."""
+    plan.add(key, label, "SM budget and inflation left out; json -o /dev/null")
+    name = f"{'LIGHT ' if 'light' in key else ''}analyze without the SM budget"
+    cmd = [PY, str(BENCH / "without_sm_budget.py"), "analyze", str(export), "--format", "json",
+           "-o", os.devnull]  # fmt: skip
+    plan.steps.append((name, cmd_step(key, cmd)))
+
+
+def sm_budget_ratios(plan: Plan) -> None:
+    """Issue 38's cost of the SM budget and the inflation table: analyze over the same
+    analyze without them, in wall time (target) and peak RSS (info)."""
+    for tag, num, den in (("", "analyze", "analyze.nosm"),
+                          ("LIGHT: ", "analyze.light", "analyze.nosm.light")):  # fmt: skip
+        plan.ratios += [
+            Ratio(f"{tag}SM budget: analyze / without it, s", num, den, "≤ 1.10", 1.10),
+            Ratio(f"  {tag}SM budget: analyze / without it, peak RSS", num, den,
+                  attr="rss_bytes"),
+        ]
+
+
 def critical_path_ratios(plan: Plan, on: bool) -> None:
     """Issue 34's cost of the dependency graph: the default analyze over the same command with
     ``--no-critical-path``, per round, in wall time and peak RSS (targets) and CPU (info)."""
@@ -160,6 +182,7 @@ def analyze_steps(plan: Plan, ex: Exports, cli: str | None, why: str, cp: bool) 
     plan.add("analyze", f"nsysmoe analyze OFF ({size})", "--format json -o /dev/null")
     plan.steps.append(("analyze", cmd_step("analyze", nsysmoe_cmd(str(ex.off)))))
     no_cp_step(plan, "analyze.nocp", f"  nsysmoe analyze OFF {NO_CP}", ex.off, cp)
+    no_sm_step(plan, "analyze.nosm", "  nsysmoe analyze OFF without the SM budget", ex.off)
     if cli:
         plan.add(
             "floor2", "  decode floor, 2 sqlite3 at once", "NVTX ∥ the rest, as nsysmoe's reader"
@@ -226,6 +249,8 @@ def light_steps(plan: Plan, ex: Exports, cli: str | None, nsysai: Path | None, c
     plan.add("analyze.light", f"{head} nsysmoe analyze", "--format json -o /dev/null")
     plan.steps.append(("LIGHT analyze", cmd_step("analyze.light", nsysmoe_cmd(str(ex.light)))))
     no_cp_step(plan, "analyze.nocp.light", f"{head} nsysmoe analyze {NO_CP}", ex.light, cp)
+    no_sm_step(plan, "analyze.nosm.light", f"{head} nsysmoe analyze without the SM budget",
+               ex.light)  # fmt: skip
     plan.add("load.light", f"{head} reader alone", "imports + read into polars frames")
     plan.steps.append(("LIGHT load", cmd_step("load.light", [PY, "-c", LOAD, str(ex.light)])))
     if nsysai is not None:
@@ -885,6 +910,7 @@ def main() -> None:
     parquet_steps(plan, ex, work, nsysai)
     report_steps(plan, scratch)
     critical_path_ratios(plan, cp)
+    sm_budget_ratios(plan)
     ab_steps(plan, ex)
     cache_steps(plan, ex, scratch, help_text)
     compile_steps(plan, scratch, help_text, ex.off)
