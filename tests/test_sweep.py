@@ -7,6 +7,7 @@ second variable nobody declared."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_the_cli_writes_every_format_and_gates(settings: list, tmp_path: Path) -
     paths = [str(p) for p, _ in settings]
     run = _cli([*paths, "--vary", KNOB, "--fail-if", "matched==0", "--plot", str(tmp_path)])
     assert run.returncode == 0, run.stderr
-    assert "best" in run.stdout and "20/20" in run.stdout
+    assert "20 (best)" in run.stdout and "20/20" in run.stdout
     assert (tmp_path / "sweep.svg").is_file()
     page = _cli([*paths, "--vary", KNOB, "--format", "html"])
     assert page.returncode == 0 and "<svg" in page.stdout and "nsysmoe sweep" in page.stdout
@@ -105,8 +106,9 @@ def test_labels_must_name_every_setting(settings: list) -> None:
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``nsysmoe sweep ARGS``, its report 120 columns wide (the table's cells unwrapped)."""
     return subprocess.run([sys.executable, "-m", "nsysmoe", "sweep", *args], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+                          text=True, timeout=600, env={**os.environ, "COLUMNS": "120"})  # fmt: skip
 
 
 def test_settings_named_by_file_get_the_shortest_tails_that_differ() -> None:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from nsysmoe.renderers.cells import versus
 from nsysmoe.renderers.plot.common import (
-    COLORS,
     PART_HELP,
     WIDTH,
     figure,
@@ -17,6 +16,7 @@ from nsysmoe.renderers.plot.common import (
     patch,
     pct_label,
     side_names,
+    stacked_segments,
     windows_line,
 )
 from nsysmoe.results import Comparison, Side
@@ -58,15 +58,7 @@ def _stacked_bar(ax: Axes, y: int, values: dict[str, int], used: list[str], long
     A part is labelled inside only when at least 7 % of the longest bar, so labels never spill
     over their segment; the legend carries every value anyway.
     """
-    left = 0.0
-    for part in used:
-        width = values[part] / 1e6
-        ax.barh(y, width, left=left, height=0.6, color=COLORS[part], edgecolor="white",
-                linewidth=0.8)  # fmt: skip
-        if width >= 0.07 * longest:
-            ax.text(left + width / 2, y, ms_label(width * 1e6), ha="center", va="center",
-                    fontsize=9, color="black" if part == "idle" else "white")  # fmt: skip
-        left += width
+    left = stacked_segments(ax, y, [(part, values[part] / 1e6) for part in used], longest)
     ax.text(left + 0.01 * longest, y, f"span {ms_label(left * 1e6)}", va="center", fontsize=9)
 
 

@@ -186,3 +186,18 @@ def windows_line(sides: Sequence[Side]) -> str:
     else:
         line = f"window (both sides): {same_window_text(analyses[0])}"
     return "\n".join(textwrap.wrap(line, 130))
+
+
+def stacked_segments(ax: Axes, y: int, parts: Sequence[tuple[str, float]], longest: float) -> float:
+    """Parts (colour key, width in ms) of one horizontal bar, left to right, each labelled
+    inside only when at least 7 % of ``longest`` (labels never spill over their segment);
+    returns where the bar ends."""
+    left = 0.0
+    for color, width in parts:
+        ax.barh(y, width, left=left, height=0.6, color=COLORS[color], edgecolor="white",
+                linewidth=0.8)  # fmt: skip
+        if width >= 0.07 * longest:
+            ax.text(left + width / 2, y, ms_label(width * 1e6), ha="center", va="center",
+                    fontsize=9, color="black" if color == "idle" else "white")  # fmt: skip
+        left += width
+    return left

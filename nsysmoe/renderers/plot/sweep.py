@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nsysmoe.renderers.plot.common import COLORS, WIDTH, figure, grid, ms_label, patch
+from nsysmoe.renderers.plot.common import WIDTH, figure, grid, ms_label, patch, stacked_segments
 from nsysmoe.sweeps import Sweep
 
 if TYPE_CHECKING:
@@ -26,15 +26,8 @@ def sweep_figure(s: Sweep) -> Figure:
     longest = max((sum((r[c] or 0.0) for c, _, _ in PARTS) for r in rows), default=0.0) / 1e6
     longest = longest or 1.0
     for y, r in enumerate(rows):
-        left = 0.0
-        for col, color, _ in PARTS:
-            width = (r[col] or 0.0) / 1e6
-            ax.barh(y, width, left=left, height=0.6, color=COLORS[color], edgecolor="white",
-                    linewidth=0.8)  # fmt: skip
-            if width >= 0.08 * longest:
-                ax.text(left + width / 2, y, ms_label(width * 1e6), ha="center", va="center",
-                        fontsize=9, color="black" if color == "idle" else "white")  # fmt: skip
-            left += width
+        left = stacked_segments(ax, y, [(color, (r[col] or 0.0) / 1e6) for col, color, _ in PARTS],
+                                longest)  # fmt: skip
         held = "/".join("–" if s.sms_held[y].get(c) is None else str(s.sms_held[y][c])
                         for c in ("ep.dispatch", "ep.combine"))  # fmt: skip
         step = "–" if r["median_step_ns"] is None else ms_label(r["median_step_ns"])

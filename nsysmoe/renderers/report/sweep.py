@@ -25,8 +25,8 @@ def document(s: Sweep) -> Document:
                                             f"{len(s.analyses)} settings")]  # fmt: skip
     blocks.append(Lines(tuple(contract_lines(s))))
     blocks.append(settings_table(s))
-    if best := best_line(s):
-        blocks.append(Lines((best,)))
+    best = best_line(s)
+    blocks.append(Lines(tuple(ladder_lines(s)) + ((best,) if best else ())))
     blocks.append(Details("Exposed communication per channel (ms per iteration per GPU)",
                           (channel_table(s),)))  # fmt: skip
     blocks += differences(s)
@@ -47,31 +47,33 @@ def contract_lines(s: Sweep) -> list[str]:
 def settings_table(s: Sweep) -> Table:
     prefix = f"{s.knob}="
     short = all(label.startswith(prefix) for label in s.labels)
-    header = (s.knob if short else "setting", "step ms", "vs base", "compute", "exposed", "idle",
-              "hidden %", "SMs held", "comm SMs", "inflation", "")  # fmt: skip
+    header = ("setting", "step ms", "vs base", "compute", "exposed", "idle", "hidden %",
+              "SMs held", "comm SMs", "inflation")  # fmt: skip
     rows = []
     for i, r in enumerate(s.settings.iter_rows(named=True)):
         held = "/".join("–" if s.sms_held[i].get(c) is None else str(s.sms_held[i][c])
                         for c in SM_COLUMNS)  # fmt: skip
-        rows.append((r["label"][len(prefix):] if short else r["label"], _ms(r["median_step_ns"]),
+        label = r["label"][len(prefix):] if short else r["label"]
+        rows.append((f"{label} (best)" if r["best"] else label, _ms(r["median_step_ns"]),
                      "base" if i == 0 else _change(s, i), _ms(r["compute_ns"]),
                      _ms(r["exposed_ns"]), _ms(r["idle_ns"]), pct(r["hidden_pct"]), held,
                      "–" if r["comm_sms_avg"] is None else f"{r['comm_sms_avg']:.1f}",
-                     _ms(r["inflation_extra_ns"]), "best" if r["best"] else ""))  # fmt: skip
+                     _ms(r["inflation_extra_ns"])))  # fmt: skip
     title = ("Settings (ms per iteration per GPU; SMs held: by the dispatch/combine kernels; "
              "comm SMs: held on average while communication ran; inflation: compute "
              "overlapped vs alone)")  # fmt: skip
-    return Table(title, header, tuple(rows), (False,) + (True,) * (len(header) - 2) + (False,))
+    return Table(title, header, tuple(rows), (False,) + (True,) * (len(header) - 1))
 
 
 def _change(s: Sweep, i: int) -> str:
-    c = s.ladder.vs_base[i - 1]
-    if c.median_step_pct is None:
-        return c.verdict
-    short = {"accepted improvement": "accepted", "accepted regression": "accepted",
-             "screened improvement": "screened", "screened regression": "screened",
-             "no measurable change": "within noise", "too few steps": "too few steps"}
-    return f"{c.median_step_pct:+.1f} % {short[c.verdict]}"
+    pct = s.ladder.vs_base[i - 1].median_step_pct
+    return "–" if pct is None else f"{pct:+.1f} %"
+
+
+def ladder_lines(s: Sweep) -> list[str]:
+    """Each setting's change against the base, as the logs' ladder words it."""
+    return [f"{label} vs {s.labels[0]}: {c.sentence}"
+            for label, c in zip(s.labels[1:], s.ladder.vs_base, strict=True)]  # fmt: skip
 
 
 def best_line(s: Sweep) -> str | None:
@@ -79,8 +81,6 @@ def best_line(s: Sweep) -> str | None:
         return None
     r = s.settings.row(s.best, named=True)
     line = f"Best: {r['label']}, median step {_ms(r['median_step_ns'])} ms"
-    if s.best:
-        line += f" ({s.ladder.vs_base[s.best - 1].sentence} against {s.labels[0]})"
     if not s.matched:
         line += "; the contract is not matched, so this ranks settings that differ in more"
     return line + "."
