@@ -118,8 +118,11 @@ def _lower_quantile(col: pl.Expr, q: float) -> pl.Expr:
 def inflation_table(parts: pl.DataFrame) -> pl.DataFrame:
     """Per (name, class, blocks) that ran overlapped: :data:`INFLATION_SCHEMA`, from the
     :func:`durations` of one or more parts (concatenated), largest extra time first."""
-    if parts.is_empty():
+    ran = parts.filter(pl.col("state") == OVERLAPPED).select(KEYS).unique()
+    if ran.is_empty():
         return pl.DataFrame(schema=INFLATION_SCHEMA)
+    # only the shapes that ran overlapped somewhere: most kernels never did
+    parts = parts.join(ran, on=KEYS, nulls_equal=True)
     flat = parts.explode("durations").rename({"durations": "dur"})
     stats = flat.group_by([*KEYS, "state"]).agg(
         pl.len().alias("n"), _lower_median(pl.col("dur")).alias("median"),
