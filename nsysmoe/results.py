@@ -589,6 +589,14 @@ class Check:
                 "role": self.role, "detail": self.detail}  # fmt: skip
 
 
+def _failed_clause(c: Check) -> str:
+    """What breaks a clause: "X differs (…)", or, where both sides agree but should not (a
+    declared variable nothing varied), "X: <why>", never "differs" of two equal values."""
+    if c.off == c.on and c.detail:
+        return f"{c.name} {c.off} on both sides: {c.detail}"
+    return f"{c.name} differs ({c.detail or c.off + ' vs ' + c.on})"
+
+
 @dataclass(frozen=True)
 class Variable:
     """The variable under test of an A/B: ``key`` as ``--vary`` names it (a contract setting, an
@@ -630,8 +638,7 @@ class Contract:
                      + ", ".join(v.key for v in self.variables) + ")") if self.variables else ""
             return f"matched{under}: " + ", ".join(
                 c.name for c in self.checks if c.role == "same") + " agree"
-        return "NOT matched: " + "; ".join(f"{c.name} differs ({c.detail or c.off + ' vs ' + c.on})"
-                                           for c in self.failures)  # fmt: skip
+        return "NOT matched: " + "; ".join(_failed_clause(c) for c in self.failures)
 
     def to_dict(self) -> dict[str, object]:
         return {"matched": self.matched, "variables": [v.to_dict() for v in self.variables],

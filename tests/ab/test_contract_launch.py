@@ -186,6 +186,8 @@ def test_vary_names_nothing_or_a_setting_that_does_not_differ(overlap_pair) -> N
     assert not c.contract.matched
     bf16 = checks(c)["bf16"]
     assert bf16.role == "unexpected" and "nothing was varied" in bf16.detail
+    assert "bf16 true on both sides: declared with --vary" in c.contract.summary()
+    assert "bf16 differs" not in c.contract.summary()
     # a contract setting neither export recorded is taken as declared
     d = api.compare(*overlap_pair, vary=("overlap_moe_expert_parallel_comm", "seq_length"))
     assert d.contract.matched and checks(d)["seq_length"].off == "(not recorded)"
