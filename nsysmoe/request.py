@@ -342,6 +342,16 @@ def report(req: Request, result: object, gate: Gate, *, error: str | None = None
            before: Sequence[str] = (), after: Sequence[str] = ()) -> Outcome:  # fmt: skip
     """The report (figures first: Markdown links them), checked before anything is written."""
     o = req.options
+    text, wrote = rendered(result, o, ReportOptions(all_nvtx=o.all_nvtx, wide=o.wide))
+    if req.report_key is not None and req.cache_dir is not None:
+        result_cache.store_text(req.cache_dir, req.report_key, text)
+    return Outcome(text, tuple(before), (*wrote, *after), error, tuple(gate.failures()))
+
+
+def rendered(result: object, o: Options | SweepOptions,
+             options: ReportOptions | None = None) -> tuple[str, tuple[str, ...]]:  # fmt: skip
+    """``result`` as ``o.fmt`` text with its figures drawn to ``o.plot_dir`` first (Markdown
+    links them; the HTML page inlines its own), and the note saying what was written."""
     try:
         figures: list[Path] = api.plot(result, o.plot_dir) if o.plot_dir else []
     except OSError as exc:
@@ -349,20 +359,17 @@ def report(req: Request, result: object, gate: Gate, *, error: str | None = None
         raise NsysmoeError(f"--plot {o.plot_dir}: cannot write the figures ({reason}); plot "
                            "to a writable folder") from None  # fmt: skip
     links = [_relative(f, o.output) for f in figures if f.suffix == ".png"]
-    options = ReportOptions(all_nvtx=o.all_nvtx, wide=o.wide)
     if o.fmt == "html":  # one self-contained page, its figures inline
         text = render(result, "html", page=True, svgs=api.figure_svgs(result), options=options)
     else:
         text = render(result, o.fmt, figures=links if o.fmt == "markdown" else (),  # type: ignore[arg-type]
                       options=options, **_tty(o))  # fmt: skip
-    if req.report_key is not None and req.cache_dir is not None:
-        result_cache.store_text(req.cache_dir, req.report_key, text)
-    if figures:
-        where = os.path.relpath(o.plot_dir) if o.plot_dir else ""
-        stems = sorted({f.stem for f in figures})
-        after = (f"wrote {len(stems)} figures (PNG and SVG) to {where}{os.sep}: "
-                 + ", ".join(stems), *after)  # fmt: skip
-    return Outcome(text, tuple(before), tuple(after), error, tuple(gate.failures()))
+    if not figures:
+        return text, ()
+    where = os.path.relpath(o.plot_dir) if o.plot_dir else ""
+    stems = sorted({f.stem for f in figures})
+    return text, (f"wrote {len(stems)} figures (PNG and SVG) to {where}{os.sep}: "
+                  + ", ".join(stems),)  # fmt: skip
 
 
 def _one_file(req: Request) -> dict[str, Any]:
@@ -438,15 +445,9 @@ def sweep_outcome(opts: SweepOptions) -> Outcome:
         broken = [f"{label}: {c.summary()}" for label, c in
                   zip(result.labels[1:], result.contracts, strict=True) if not c.matched]
         error = "--strict: measurement contract " + "; ".join(broken)
-    figures: list[Path] = api.plot(result, opts.plot_dir) if opts.plot_dir else []
-    if opts.fmt == "html":
-        text = render(result, "html", page=True, svgs=api.figure_svgs(result))
-    else:
-        links = [_relative(f, opts.output) for f in figures if f.suffix == ".png"]
-        text = render(result, opts.fmt, figures=links if opts.fmt == "markdown" else (),  # type: ignore[arg-type]
-                      **_tty(opts))  # fmt: skip
+    text, wrote = rendered(result, opts)
     gate = Gate.of(opts.fail_if, result)
-    return Outcome(text, error=error, failed=tuple(gate.failures()))
+    return Outcome(text, after=wrote, error=error, failed=tuple(gate.failures()))
 
 
 def _no_rank(opts: Options) -> None:

@@ -35,9 +35,9 @@ import polars as pl
 
 from nsysmoe.classify import GRAPH
 from nsysmoe.intervals import covered_before, sorted_runs, start_order
+from nsysmoe.measure.overlap import COMM
 from nsysmoe.model import Window
 
-COMM = "comm"
 OVERLAPPED, ALONE, PARTIAL = "overlapped", "alone", "partial"
 #: fewest launches of each state for a comparable row
 MIN_EACH = 3
@@ -79,15 +79,12 @@ def states(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
         "pid", "device", "start", "end")).collect()  # fmt: skip
     s, e = compute["start"].to_numpy(), compute["end"].to_numpy()
     covered = np.zeros(s.size, dtype=np.int64)
-    gpu = (compute["pid"].to_numpy() << 20) ^ compute["device"].to_numpy()
-    comm_gpu = (comm["pid"].to_numpy() << 20) ^ comm["device"].to_numpy()
-    cs_all, ce_all = comm["start"].to_numpy(), comm["end"].to_numpy()
-    for key in np.unique(comm_gpu):
-        mine = np.flatnonzero(gpu == key)
+    pid, device = compute["pid"].to_numpy(), compute["device"].to_numpy()
+    for (p, d), c in comm.partition_by("pid", "device", as_dict=True).items():
+        mine = np.flatnonzero((pid == p) & (device == d))  # a mask per GPU: few
         if not mine.size:
             continue
-        theirs = comm_gpu == key
-        cs, ce = cs_all[theirs], ce_all[theirs]
+        cs, ce = c["start"].to_numpy(), c["end"].to_numpy()
         order = start_order(cs)
         runs = sorted_runs(cs[order], ce[order])
         covered[mine] = covered_before(*runs, e[mine]) - covered_before(*runs, s[mine])

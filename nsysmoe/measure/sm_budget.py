@@ -39,12 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from nsysmoe.classify import GRAPH
 from nsysmoe.intervals import covered_before, sorted_runs, start_order
 from nsysmoe.measure import inflation
+from nsysmoe.measure.overlap import COMM
 from nsysmoe.model import Window
 from nsysmoe.results import SmBudget
-
-COMM = "comm"
 
 #: per (pid, device, channel): the SM budget of a channel's kernels
 SM_BUDGET_SCHEMA: dict[str, pl.DataType] = {
@@ -92,12 +92,11 @@ def with_sms(kernels: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
     limits = gpus.select("pid", "device", "sm_count", *_LIMITS)
     df = kernels.join(limits, on=["pid", "device"], how="left")
     fit = per_sm()
-    launched = pl.col("blocks") > 0
+    known = (pl.col("blocks") > 0) & pl.col("sm_count").is_not_null()
     packed = (pl.min_horizontal(pl.col("blocks"), pl.col("sm_count") * fit) + fit - 1) // fit
     return df.with_columns(
-        pl.when(launched & pl.col("sm_count").is_not_null())
-        .then(pl.min_horizontal("blocks", "sm_count")).alias("sms_held"),
-        pl.when(launched & pl.col("sm_count").is_not_null()).then(packed).alias("sms_min"),
+        pl.when(known).then(pl.min_horizontal("blocks", "sm_count")).alias("sms_held"),
+        pl.when(known).then(packed).alias("sms_min"),
     ).drop(_LIMITS)
 
 
@@ -209,16 +208,16 @@ def sm_budget(kernels: pl.DataFrame, gpus: pl.DataFrame, window: Window
     spans, compute = pl.collect_all([
         df.group_by("pid", "device").agg((pl.col("end").max() - pl.col("start").min())
                                          .alias("span")),
-        df.filter(pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, "graph"]))
+        df.filter(pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, GRAPH]))
         .select("row", *cols),  # names read only for the rows that met communication
     ])  # fmt: skip
     span = {(r[0], r[1]): r[2] for r in spans.iter_rows()}
-    gpu = (compute["pid"].to_numpy() << 20) ^ compute["device"].to_numpy()
+    pid, device = compute["pid"].to_numpy(), compute["device"].to_numpy()
     cs_all, ce_all = compute["start"].to_numpy(), compute["end"].to_numpy()
     shares, besides = [], []
     for key, c in sorted(comm.partition_by("pid", "device", as_dict=True).items()):
         sms = c["sm_count"][0]
-        mine = np.flatnonzero(gpu == ((key[0] << 20) ^ key[1]))
+        mine = np.flatnonzero((pid == key[0]) & (device == key[1]))  # a mask per GPU: few
         row, b = gpu_share(c, cs_all[mine], ce_all[mine], None if sms is None else int(sms),
                            span[key])  # fmt: skip
         shares.append({"pid": key[0], "device": key[1], **row})

@@ -223,3 +223,18 @@ def test_an_export_without_gpu_info_knows_the_blocks_not_the_sms() -> None:
     assert set(budget["blocks"]) == {32}
     assert budget["sms_held"].null_count() == len(budget) == budget["sm_count"].null_count()
     assert share["comm_sms_avg"].null_count() == len(share)
+
+
+def test_kernels_of_another_gpu_never_count_as_beside() -> None:
+    """GPUs are told apart by (pid, device) itself: a device id past 2^20 (hostile input) does
+    not alias another process's GPU."""
+    df = kernels([(0, 100, 20)], [(10, 50, 112)])
+    df = df.with_columns(pl.when(pl.col("class") == "comm").then(0).otherwise(1).alias("pid"),
+                         pl.when(pl.col("class") == "comm").then(1 << 20).otherwise(0)
+                         .alias("device"))  # fmt: skip
+    gpus = pl.DataFrame([H100 | {"pid": 0, "device": 1 << 20}, H100 | {"pid": 1, "device": 0}])
+    _, _, beside = sm_budget(df, gpus, WHOLE_TRACE)
+    assert beside.is_empty()
+    from nsysmoe.measure.inflation import states
+
+    assert states(df, WHOLE_TRACE)["state"].to_list() == [0]  # alone on its own GPU
