@@ -364,8 +364,9 @@ def _map_dask(fn: Callable[..., Any], items: list[Any], executor: Executor) -> l
         raise NsysmoeError("--dask needs dask.distributed: pip install 'nsysmoe[dask]'") from None
     address = check_dask_address(executor.dask or "")
     if address == "local":
-        # its workers' logs stay quiet: what goes wrong with a file is that file's Failure
-        quiet = {"processes": True, "dashboard_address": None, "silence_logs": logging.CRITICAL}
+        # its workers' logs stay quiet: what goes wrong with a file is that file's Failure; its
+        # dashboard on a free port (None still takes 8787: a second run at once warned on stderr)
+        quiet = {"processes": True, "dashboard_address": ":0", "silence_logs": logging.CRITICAL}
         with LocalCluster(**quiet) as cluster, Client(cluster) as client:
             return _gather(client, fn, items, executor, "local")
     timeout = dask_timeout()

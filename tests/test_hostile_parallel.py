@@ -277,3 +277,17 @@ def test_unlistable_folder_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(NsysmoeError, match="Permission denied"):
         expand(str(tmp_path))
 
+
+def test_dask_local_beside_a_busy_dashboard_port_says_nothing_of_it(mixed_dir) -> None:  # noqa: ANN001
+    """Two runs at once (or anything else on Dask's default dashboard port 8787): no "port in
+    use" warning among the one-line report of the bad files."""
+    pytest.importorskip("dask.distributed")
+    d, _, bad = mixed_dir
+    with socket.socket() as busy:
+        try:
+            busy.bind(("", 8787))
+            busy.listen()
+        except OSError:
+            pass  # already taken: the same condition
+        proc = run_cli("analyze", str(d), "--dask", "local", env={"COLUMNS": "1000"})
+    _one_warning(proc, bad)
