@@ -32,7 +32,7 @@ from nsysmoe.acceptance import Acceptance, AcceptedComparison
 from nsysmoe.by_process import analyze_by_process
 from nsysmoe.classify import RuleSet, default_rules
 from nsysmoe.depgraph.build import DepGraph
-from nsysmoe.errors import NsysmoeError
+from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.io import cache, load_by_process, load_trace, several_processes
 from nsysmoe.io import logs as logs_io
 from nsysmoe.io.logs import TrainingLog
@@ -384,7 +384,7 @@ def compare_many(
 
 
 def sweep(
-    paths: Sequence[TraceLike],
+    settings: Sequence[TraceLike | Sequence[TraceLike]],
     *,
     vary: str,
     labels: Sequence[str] | None = None,
@@ -392,21 +392,34 @@ def sweep(
     scope: Scope = STEADY,
     cache_dir: str | Path | None = None,
 ) -> Sweep:
-    """N settings of one knob side by side (:mod:`nsysmoe.ab.sweep`): each trace over its own
-    steady window, the first the base; ``vary``: the knob (a ``--vary`` name: a contract
+    """N settings of one knob side by side (:mod:`nsysmoe.ab.sweep`): each setting one trace,
+    or a list of one run's rank files (taken in sorted order), each file over its own steady
+    window, the first setting the base; ``vary``: the knob (a ``--vary`` name: a contract
     setting such as ``moe_deepep_num_sms``, an option, an environment variable); ``labels``:
-    the settings' names (default: the knob's value in each). Two at a time in threads; each
-    analysis lets go of its trace once its facts are taken."""
+    the settings' names (default: the knob's value in each). Files two at a time in threads;
+    each analysis lets go of its trace once its facts are taken."""
     given = None if labels is None else tuple(labels)
-    ab_sweep.check_settings(len(paths), given)
+    ab_sweep.check_settings(len(settings), given)
+    runs = [_rank_files(s) if isinstance(s, (list, tuple)) else [s] for s in settings]
+    for i, run in enumerate(runs):
+        if not run:
+            raise UsageError(f"sweep setting {i + 1}: an empty list of rank files")
 
     def one(path: TraceLike) -> Side:
         return ab_sweep.detached_side(analyze(path, rules=rules, scope=scope,
                                               cache_dir=cache_dir))  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        sides = list(pool.map(one, paths))
-    return ab_sweep.sweep([s.analysis for s in sides], vary, given, sides)
+        sides = iter(pool.map(one, [p for run in runs for p in run]))
+    return ab_sweep.sweep([[next(sides) for _ in run] for run in runs], vary, given)
+
+
+def _rank_files(files: Sequence[TraceLike]) -> list[TraceLike]:
+    """A run's rank files in the order pairs are made in: by name (as a folder lists them)
+    where every one is a path, else as given."""
+    if all(isinstance(f, (str, os.PathLike)) for f in files):
+        return sorted(files, key=os.fspath)  # type: ignore[arg-type]
+    return list(files)
 
 
 def _analyze_path(

@@ -298,7 +298,9 @@ SWEEP_HELP = """N settings of one knob side by side: step time, exposed communic
 the SMs the dispatcher holds, compute inflation, each against the first; the best marked.
 
 SETTINGS are three or more exports (the first is the base), each one setting of the knob
---vary names; everything else must be equal (the contract is checked against the first)."""
+--vary names; everything else must be equal (the contract is checked against the first). A
+setting may be a folder (or a quoted glob) of one run's rank files: each iteration then takes
+its slowest rank's step, and the files pair with the base's by sorted name."""
 
 
 def progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private

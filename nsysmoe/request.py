@@ -421,25 +421,26 @@ def steps_outcome(opts: StepsOptions) -> Outcome:
 
 def sweep_outcome(opts: SweepOptions) -> Outcome:
     """``nsysmoe sweep``: three or more settings of one knob (:func:`nsysmoe.api.sweep`), each
-    argument one export; ``-o`` and ``--plot`` checked first, never an input; ``--strict``: exit
-    2 when a setting differs from the base in more than the knob."""
+    argument one export or a folder (or glob) of one run's rank files; ``-o`` and ``--plot``
+    checked first, never an input; ``--strict``: exit 2 when a setting differs from the base
+    in more than the knob; what a folder held that is no trace is said in a note first."""
     if not opts.vary:
         raise UsageError("nsysmoe sweep needs --vary KNOB: the one setting the exports differ in "
                          "(moe_deepep_num_sms, a dispatcher option, an environment variable)")
     check_writable(opts.output, opts.plot_dir)
     rules = rules_of(opts.rules_path, opts.rules_replace)
-    paths, skipped = [], []
+    settings: list[str | list[str]] = []
+    skipped: list[str] = []
     for arg in opts.settings:
         found = expand(arg, skipped)
-        if len(found) != 1:
-            why = (f"a folder of {len(found)} rank files" if found
-                   else f"no trace file ({skipped_note(skipped)})")  # fmt: skip
-            raise UsageError(f"{arg}: {why}; each sweep setting is one export (an A/B of two "
-                             "runs of many ranks: nsysmoe analyze OFF_DIR ON_DIR)")  # fmt: skip
-        paths.append(found[0])
+        if not found:
+            raise UsageError(f"{arg}: no trace file ({skipped_note(skipped)}); each sweep "
+                             "setting is one export or a folder of one run's rank files")
+        settings.append(found if len(found) > 1 else found[0])
+    paths = [p for s in settings for p in ([s] if isinstance(s, str) else s)]
     check_output_not_input(opts.output, [*paths, *([opts.rules_path] if opts.rules_path else [])])
     scope = Scope(make_window(opts.window, opts.skip, opts.step_range), None, opts.step_range)
-    result = api.sweep(paths, vary=opts.vary, labels=opts.labels, rules=rules, scope=scope)
+    result = api.sweep(settings, vary=opts.vary, labels=opts.labels, rules=rules, scope=scope)
     error = None
     if opts.strict and not result.matched:
         broken = [f"{label}: {c.summary()}" for label, c in
@@ -447,7 +448,8 @@ def sweep_outcome(opts: SweepOptions) -> Outcome:
         error = "--strict: measurement contract " + "; ".join(broken)
     text, wrote = rendered(result, opts)
     gate = Gate.of(opts.fail_if, result)
-    return Outcome(text, after=wrote, error=error, failed=tuple(gate.failures()))
+    before = (f"note: {skipped_note(skipped)}",) if skipped else ()
+    return Outcome(text, before, wrote, error, tuple(gate.failures()))
 
 
 def _no_rank(opts: Options) -> None:

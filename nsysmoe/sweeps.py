@@ -19,9 +19,11 @@ from nsysmoe.acceptance import Acceptance
 from nsysmoe.results import Contract, TraceAnalysis
 
 #: per setting, in the order given (times per iteration per GPU, so settings whose windows hold
-#: different iteration counts compare)
+#: different iteration counts compare; ``files``: 1 for an export, a run's rank files;
+#: ``iterations``: those its step is the median of; ``gpus``: over its files)
 SETTING_SCHEMA: dict[str, pl.DataType] = {
-    "label": pl.String, "path": pl.String, "iterations": pl.Int64, "gpus": pl.Int64,
+    "label": pl.String, "path": pl.String, "files": pl.Int64, "iterations": pl.Int64,
+    "gpus": pl.Int64,
     "median_step_ns": pl.Int64, "compute_ns": pl.Float64, "exposed_ns": pl.Float64,
     "idle_ns": pl.Float64, "hidden_pct": pl.Float64, "comm_sms_avg": pl.Float64,
     "inflation_extra_ns": pl.Float64, "best": pl.Boolean,
@@ -30,15 +32,16 @@ SETTING_SCHEMA: dict[str, pl.DataType] = {
 
 @dataclass(frozen=True)
 class Sweep:
-    """N settings of ``knob``: ``analyses`` (in the order given, the first the base), their
-    ``settings`` (:data:`SETTING_SCHEMA`), per setting the SMs each channel holds
+    """N settings of ``knob``: ``runs`` (in the order given, the first the base; each setting's
+    analyses: one export's, or a run's rank files' in sorted order), their ``settings``
+    (:data:`SETTING_SCHEMA`), per setting the SMs each channel holds
     (``sms_held``: channel → the most on any GPU, None where the SM count is unknown) and the
     exposed communication per channel (``exposed``: channel → ns per iteration per GPU), the
     ``ladder`` of their step times, and each setting's ``contracts`` against the base (one per
     setting after the first). ``best``: the index of the shortest median step."""
 
     knob: str
-    analyses: tuple[TraceAnalysis, ...]
+    runs: tuple[tuple[TraceAnalysis, ...], ...]
     settings: pl.DataFrame
     sms_held: tuple[dict[str, int | None], ...]
     exposed: tuple[dict[str, float], ...]
@@ -68,4 +71,5 @@ class Sweep:
                              "contract": None if i == 0 else self.contracts[i - 1].to_dict()})
         return {"knob": self.knob, "matched": self.matched, "best": self.best,
                 "settings": rows, "ladder": self.ladder.to_dict(),
-                "traces": [a.to_dict() for a in self.analyses]}  # fmt: skip
+                "traces": [{"setting": i} | a.to_dict() for i, run in enumerate(self.runs)
+                           for a in run]}  # fmt: skip

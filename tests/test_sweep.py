@@ -120,3 +120,82 @@ def test_settings_named_by_file_get_the_shortest_tails_that_differ() -> None:
     assert distinct_names(["x/a.sqlite", "y/b.sqlite", "c.sqlite"]) == ("a.sqlite", "b.sqlite",
                                                                         "c.sqlite")  # fmt: skip
     assert distinct_names(["a.sqlite", "a.sqlite", "b.sqlite"])[0] == "1: a.sqlite"
+
+
+# --- a setting as a run of many rank files (a folder) ----------------------------------------
+
+RANK_SEEDS = (7, 11)
+
+
+def generated_run(folder: Path, sms: int, seeds: tuple[int, ...] = RANK_SEEDS,
+                  **changes: object) -> tuple[Path, int]:  # fmt: skip
+    """A folder of one rank file per seed, the dispatcher on ``sms`` SMs, and the generator's
+    truth of the run's median step: each iteration at its slowest rank (CPU-side ranges,
+    warm-up left out), then the median over iterations."""
+    run = folder / f"sms{sms}"
+    run.mkdir()
+    per_rank = []
+    for rank, seed in enumerate(seeds):
+        args = {"dispatcher": "deepep", "overlap": True, "steps": 8, "seed": seed}
+        args |= changes if rank == len(seeds) - 1 else {}  # a change on the last rank only
+        spec, truth = moe_step_scenario(**args, dispatcher_sms=sms, label=f"sms{sms}")  # type: ignore[arg-type]
+        write_export(run / f"rank{rank}.sqlite", spec, "3.13.2")
+        per_rank.append([s["end"] - s["start"] for s in truth["steps"]][2:])
+    return run, int(statistics.median(max(steps) for steps in zip(*per_rank, strict=True)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, int]]:
+    folder = tmp_path_factory.mktemp("sweep-runs")
+    return [generated_run(folder, sms) for sms in SMS]
+
+
+def test_folders_of_rank_files_are_settings_their_ranks_taken_together(runs: list) -> None:
+    folders = [p for p, _ in runs]
+    s = nsysmoe.sweep([sorted(map(str, p.iterdir())) for p in folders], vary=KNOB)
+    assert s.matched, [c.summary() for c in s.contracts]
+    assert [d["ep.dispatch"] for d in s.sms_held] == list(SMS)
+    assert s.best == min(range(len(SMS)), key=lambda i: runs[i][1]) == 1
+    assert s.settings["files"].to_list() == [2, 2, 2]
+    assert s.settings["path"].to_list() == [str(p) for p in folders]
+    assert s.contracts[0].checks[0].name == "rank files" and "2 of 2 pairs" in s.contracts[0].note
+    # the run's figures from each rank file's own analysis: an iteration's step is its slowest
+    # rank's, over the iterations both hold; durations summed, per iteration per GPU
+    for i, folder in enumerate(folders):
+        ranks = [nsysmoe.analyze(str(f)) for f in sorted(folder.iterdir())]
+        steps = ranks[0].iterations.select("step", "step_ns").join(
+            ranks[1].iterations.select("step", "step_ns"), on="step")  # fmt: skip
+        slowest = [max(a, b) for a, b in zip(steps["step_ns"], steps["step_ns_right"],
+                                             strict=True)]  # fmt: skip
+        row = s.settings.row(i, named=True)
+        assert row["median_step_ns"] == int(statistics.median(slowest))
+        assert row["iterations"] == len(slowest) and row["gpus"] == 2
+        n = sum(len(a.iterations) * len(a.gpus) for a in ranks)
+        assert row["exposed_ns"] == pytest.approx(sum(a.totals.exposed_ns for a in ranks) / n)
+        hidden = sum(a.totals.hidden_ns for a in ranks)
+        assert row["hidden_pct"] == pytest.approx(
+            100 * hidden / sum(a.totals.comm_ns for a in ranks))  # fmt: skip
+    doc = json.loads(nsysmoe.render(s, "json"))
+    assert [t["setting"] for t in doc["traces"]] == [0, 0, 1, 1, 2, 2]
+    run = _cli([*map(str, folders), "--vary", KNOB, "--format", "markdown"])
+    assert run.returncode == 0, run.stderr
+    assert f"{folders[0]} (2 rank files;" in run.stdout and "| 20 (best) |" in run.stdout
+
+
+def test_a_rank_that_differs_or_a_rank_missing_breaks_a_runs_contract(
+    runs: list, tmp_path: Path
+) -> None:
+    other, _ = generated_run(tmp_path, 48, microbatches=3)  # its second rank only
+    s = nsysmoe.sweep([[str(f) for f in sorted(p.iterdir())] for p in
+                       (runs[0][0], runs[1][0], other)], vary=KNOB)  # fmt: skip
+    assert s.contracts[0].matched and not s.contracts[1].matched
+    assert "rank pair 1: rank1.sqlite vs rank1.sqlite" in s.contracts[1].summary()
+    assert "1 of 2 pairs matched" in s.contracts[1].note
+    fewer = [str(runs[0][0] / "rank0.sqlite")]
+    s = nsysmoe.sweep([sorted(map(str, runs[0][0].iterdir())), sorted(map(str,
+                       runs[1][0].iterdir())), fewer], vary=KNOB)  # fmt: skip
+    assert s.contracts[0].matched and not s.contracts[1].matched
+    assert s.contracts[1].summary().startswith("NOT matched: rank files differs (paired the "
+                                               "first 1 by sorted name)")  # fmt: skip
+    run = _cli([str(runs[0][0]), str(runs[1][0]), str(other), "--vary", KNOB, "--strict"])
+    assert run.returncode == 2 and "rank pair 1" in run.stderr

@@ -4,13 +4,20 @@ communication per channel, hidden %, SMs held, compute inflation; the step times
 setting against the one before and against the base, bootstrap CI, run-to-run floor); the best
 setting marked; and each setting's contract against the base, where only the knob may differ.
 
-It takes analyses (each on its own steady window: settings differ, and so may their warm-ups),
-each carrying its classified trace, and reads nothing else.
+A setting is one export, or a run of many rank files (a folder). A run's figures are its ranks'
+together: an iteration's step is its slowest rank's (the step waits for it), over the iterations
+every rank's window holds; durations are summed over ranks and divided by their iterations ×
+GPUs; the SMs a channel held are the most on any rank. Its contract is its rank files against
+the base's, paired by sorted name as in ``nsysmoe analyze OFF_DIR ON_DIR``, every pair checked.
+
+It takes side facts (each analysis on its own steady window: settings differ, and so may their
+warm-ups) and reads nothing else.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import os
+from collections.abc import Sequence
 from dataclasses import replace
 
 import polars as pl
@@ -21,11 +28,15 @@ from nsysmoe.errors import NsysmoeError, UsageError
 from nsysmoe.io.logs import TrainingLog
 from nsysmoe.io.logs.schema import to_schema
 from nsysmoe.measure.acceptance import accept
-from nsysmoe.results import TraceAnalysis, Variable
+from nsysmoe.measure.overlap import hidden_pct
+from nsysmoe.results import Check, Contract, TraceAnalysis, Variable
 from nsysmoe.sweeps import SETTING_SCHEMA, Sweep
 
 #: the fewest settings a sweep takes (two are an A/B: ``nsysmoe analyze OFF ON``)
 MIN_SETTINGS = 3
+
+#: one setting's sides: an export's one, or a run's rank files' in sorted order
+Run = Sequence[Side]
 
 
 def check_settings(n: int, labels: tuple[str, ...] | None) -> None:
@@ -46,45 +57,85 @@ def detached_side(analysis: TraceAnalysis) -> Side:
     return replace(side, analysis=replace(analysis, source=None), projected=pl.DataFrame())
 
 
-def sweep(analyses: list[TraceAnalysis], knob: str, labels: tuple[str, ...] | None = None,
-          sides: list[Side] | None = None) -> Sweep:  # fmt: skip
-    """The sweep of ``analyses`` (the first the base), ``knob`` the one setting that varies (a
-    ``--vary`` name), ``labels`` the settings' names (default: the knob's value in each);
-    ``sides``: their :func:`detached_side`, where the caller took them already (then
-    ``analyses`` may be detached)."""
-    check_settings(len(analyses), labels)
-    if sides is None:
-        with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL
-            sides = list(pool.map(measure_side, ["setting"] * len(analyses), analyses))
-    base = sides[0]
+def sweep(runs: Sequence[Run], knob: str, labels: tuple[str, ...] | None = None) -> Sweep:
+    """The sweep of ``runs`` (each setting's sides, :func:`detached_side`; the first setting
+    the base), ``knob`` the one setting that varies (a ``--vary`` name), ``labels`` the
+    settings' names (default: the knob's value in each)."""
+    check_settings(len(runs), labels)
+    if not all(runs):
+        raise ValueError("runs: every setting needs one side or more")
+    base = runs[0]
     contracts, variables = [], []
-    for side in sides[1:]:
-        sets = both_settings(base, side)
-        declared, note = variables_of(base, side, (knob,), sets)
-        contracts.append(check_contract(base, side, declared, note, sets))
-        variables.append(declared[0])
-    names = labels or _labels(knob, variables, sides)
-    settings = _settings(sides, names)
+    for run in runs[1:]:
+        contract, variable = _run_contract(base, run, knob)
+        contracts.append(contract)
+        variables.append(variable)
+    names = labels or _labels(knob, variables, runs)
+    steps = [_steps(run) for run in runs]
+    settings = _settings(runs, steps, names)
     best = settings["median_step_ns"].arg_min()
     settings = settings.with_columns(
         (pl.int_range(pl.len()) == best).alias("best") if best is not None
         else pl.lit(False).alias("best"))  # fmt: skip
-    ladder = accept([_steps_log(a) for a in analyses], list(names), window=_common(analyses))
-    return Sweep(knob, tuple(analyses), settings.select(list(SETTING_SCHEMA)).cast(SETTING_SCHEMA),
-                 tuple(_sms_held(s) for s in sides), tuple(_exposed(s) for s in sides), ladder,
-                 tuple(contracts), best)  # fmt: skip
+    ladder = accept([_steps_log(_path(run), s) for run, s in zip(runs, steps, strict=True)],
+                    list(names), window=_common(steps))  # fmt: skip
+    return Sweep(knob, tuple(tuple(s.analysis for s in run) for run in runs),
+                 settings.select(list(SETTING_SCHEMA)).cast(SETTING_SCHEMA),
+                 tuple(_sms_held(run) for run in runs), tuple(_exposed(run) for run in runs),
+                 ladder, tuple(contracts), best)  # fmt: skip
 
 
-def _labels(knob: str, variables: list[Variable], sides: list[Side]) -> tuple[str, ...]:
+def _run_contract(base: Run, run: Run, knob: str) -> tuple[Contract, Variable]:
+    """A setting's contract against the base's: rank file i against the base's i-th (sorted
+    by name), every pair checked; the first pair that breaks it stands for the setting (its
+    note names the pair), else the first pair. A different number of rank files breaks it."""
+    pairs = []
+    for i, (b, side) in enumerate(zip(base, run, strict=False)):
+        sets = both_settings(b, side)
+        declared, note = variables_of(b, side, (knob,), sets)
+        pairs.append((i, check_contract(b, side, declared, note, sets), declared[0]))
+    i, contract, variable = next(((i, c, v) for i, c, v in pairs if not c.matched), pairs[0])
+    if len(base) == len(run) == 1:
+        return contract, variable
+    pair = f"rank pair {i}: {_name(base[i])} vs {_name(run[i])}"
+    checks = tuple(c if c.ok else replace(c, detail=f"{c.detail or c.off + ' vs ' + c.on}; {pair}")
+                   for c in contract.checks)  # fmt: skip
+    files = Check("rank files", str(len(base)), str(len(run)),
+                  "same" if len(base) == len(run) else "unexpected",
+                  "" if len(base) == len(run) else
+                  f"paired the first {min(len(base), len(run))} by sorted name",
+                  len(base), len(run))  # fmt: skip
+    where = (f"rank files paired by sorted name, {sum(c.matched for _, c, _ in pairs)} of "
+             f"{len(pairs)} pairs matched; shown: {pair}")  # fmt: skip
+    note = f"{contract.note}; {where}" if contract.note else where
+    return replace(contract, checks=(files, *checks), note=note), variable
+
+
+def _name(side: Side) -> str:
+    return os.path.basename(side.analysis.path)
+
+
+def _path(run: Run) -> str:
+    """An export's path, or the folder its rank files share."""
+    paths = [s.analysis.path for s in run]
+    if len(paths) == 1:
+        return paths[0]
+    try:
+        return os.path.commonpath(paths) or paths[0]
+    except ValueError:  # relative and absolute paths mixed
+        return paths[0]
+
+
+def _labels(knob: str, variables: list[Variable], runs: Sequence[Run]) -> tuple[str, ...]:
     """"knob=value" from the launch where every setting records the knob; else the blocks of
-    the dispatcher's kernels for an SM knob; else the file names."""
+    the dispatcher's kernels for an SM knob; else the file or folder names."""
     values = [variables[0].off, *(v.on for v in variables)]
     if all(v is not None for v in values) and len(set(values)) == len(values):
         return tuple(f"{knob}={v}" for v in values)
-    blocks = [_sms_held(s).get("ep.dispatch") for s in sides]
+    blocks = [_sms_held(run).get("ep.dispatch") for run in runs]
     if "num_sms" in knob and all(b is not None for b in blocks) and len(set(blocks)) == len(blocks):
         return tuple(f"{b} SMs" for b in blocks)
-    return distinct_names([s.analysis.path for s in sides])
+    return distinct_names([_path(run) for run in runs])
 
 
 def distinct_names(paths: list[str]) -> tuple[str, ...]:
@@ -97,60 +148,95 @@ def distinct_names(paths: list[str]) -> tuple[str, ...]:
     return tuple(f"{i + 1}: {p}" for i, p in enumerate(paths))  # the same path given twice
 
 
-def _per_step_gpu(side: Side, ns: float | None) -> float | None:
-    n = len(side.analysis.iterations) * len(side.analysis.gpus)
+def _steps(run: Run) -> pl.DataFrame:
+    """The setting's iterations (``step``, ``step_ns``): an export's own; a run's, each
+    iteration at its slowest rank's step, over the iterations every rank's window holds."""
+    frames = []
+    for s in run:
+        it = s.analysis.iterations
+        if it.is_empty():
+            raise NsysmoeError(
+                f"{s.analysis.path}: no iterations in its window, so no step time to compare; "
+                "a sweep compares each setting's steps: name its iteration ranges with "
+                "--step-range REGEX, or record them as NVTX ranges")  # fmt: skip
+        frames.append(it.select("step", "step_ns"))
+    if len(frames) == 1:
+        return frames[0]
+    steps = (pl.concat(frames).group_by("step")
+             .agg(pl.col("step_ns").max(), pl.len().alias("ranks"))
+             .filter(pl.col("ranks") == len(frames)).sort("step").drop("ranks"))  # fmt: skip
+    if steps.is_empty():
+        raise NsysmoeError(f"{_path(run)}: its {len(frames)} rank files share no iteration in "
+                           "their steady windows, so the run has no step time; pick one window "
+                           "for all with --window or --step-range")  # fmt: skip
+    return steps
+
+
+def _gpu_steps(run: Run) -> int:
+    """Iterations × GPUs over the run's files: what its durations are divided by."""
+    return sum(len(s.analysis.iterations) * len(s.analysis.gpus) for s in run)
+
+
+def _per_step_gpu(ns: float | None, n: int) -> float | None:
     return None if ns is None or not n else ns / n
 
 
-def _settings(sides: list[Side], labels: tuple[str, ...]) -> pl.DataFrame:
+def _settings(runs: Sequence[Run], steps: list[pl.DataFrame],
+              labels: tuple[str, ...]) -> pl.DataFrame:  # fmt: skip
     rows = []
-    for side, label in zip(sides, labels, strict=True):
-        a = side.analysis
-        step = a.median_step_ns
-        exposed = _per_step_gpu(side, a.totals.exposed_ns)
-        idle = _per_step_gpu(side, a.totals.idle_ns)
-        compute = None if step is None or exposed is None or idle is None else (
-            step - exposed - idle)  # fmt: skip
-        share = a.sm.gpus
-        sms = (float(share["comm_sms_avg"].drop_nulls().mean())
-               if share.width and share["comm_sms_avg"].drop_nulls().len() else None)  # fmt: skip
-        rows.append({"label": label, "path": a.path, "iterations": len(a.iterations),
-                     "gpus": len(a.gpus), "median_step_ns": step, "compute_ns": compute,
-                     "exposed_ns": exposed, "idle_ns": idle, "hidden_pct": a.totals.hidden_pct,
-                     "comm_sms_avg": sms,
-                     "inflation_extra_ns": _per_step_gpu(side, a.sm.gemm_attn_extra_ns),
-                     })  # fmt: skip
+    for run, it, label in zip(runs, steps, labels, strict=True):
+        n = _gpu_steps(run)
+        totals = [s.analysis.totals for s in run]
+        step = int(it["step_ns"].median())  # type: ignore[arg-type]
+        exposed = _per_step_gpu(sum(t.exposed_ns for t in totals), n)
+        idle = _per_step_gpu(sum(t.idle_ns for t in totals), n)
+        compute = None if exposed is None or idle is None else step - exposed - idle
+        gpus = [s.analysis.sm.gpus["comm_sms_avg"] for s in run if s.analysis.sm.gpus.width]
+        held = pl.concat(gpus).drop_nulls() if gpus else pl.Series([], dtype=pl.Float64)
+        known = [s for s in run if s.analysis.sm.gemm_attn_extra_ns is not None]
+        extra = (_per_step_gpu(sum(s.analysis.sm.gemm_attn_extra_ns for s in known),  # type: ignore[misc]
+                               _gpu_steps(known)) if known else None)  # fmt: skip
+        rows.append({"label": label, "path": _path(run), "files": len(run),
+                     "iterations": len(it), "gpus": sum(len(s.analysis.gpus) for s in run),
+                     "median_step_ns": step, "compute_ns": compute, "exposed_ns": exposed,
+                     "idle_ns": idle,
+                     "hidden_pct": hidden_pct(sum(t.hidden_ns for t in totals),
+                                              sum(t.comm_ns for t in totals)),
+                     "comm_sms_avg": float(held.mean()) if held.len() else None,  # type: ignore[arg-type]
+                     "inflation_extra_ns": extra})  # fmt: skip
     return pl.DataFrame(rows, schema={k: v for k, v in SETTING_SCHEMA.items() if k != "best"})
 
 
-def _sms_held(side: Side) -> dict[str, int | None]:
-    df = side.analysis.sm.channels
-    if not df.width:
+def _sms_held(run: Run) -> dict[str, int | None]:
+    """Per channel, the most SMs it held on any GPU of the run (None where unknown on all)."""
+    frames = [s.analysis.sm.channels.select("channel", "sms_held") for s in run
+              if s.analysis.sm.channels.width]  # fmt: skip
+    if not frames:
         return {}
-    held = df.group_by("channel", maintain_order=True).agg(pl.col("sms_held").max())
+    held = pl.concat(frames).group_by("channel", maintain_order=True).agg(pl.col("sms_held").max())
     return {r["channel"]: r["sms_held"] for r in held.iter_rows(named=True)}
 
 
-def _exposed(side: Side) -> dict[str, float]:
-    return {r["channel"]: _per_step_gpu(side, r["exposed_ns"]) or 0.0
-            for r in side.analysis.channel_totals.iter_rows(named=True)}  # fmt: skip
+def _exposed(run: Run) -> dict[str, float]:
+    """Per channel, its exposed time per iteration per GPU over the run."""
+    totals: dict[str, int] = {}
+    for s in run:
+        for r in s.analysis.channel_totals.iter_rows(named=True):
+            totals[r["channel"]] = totals.get(r["channel"], 0) + (r["exposed_ns"] or 0)
+    n = _gpu_steps(run)
+    return {ch: _per_step_gpu(ns, n) or 0.0 for ch, ns in totals.items()}
 
 
-def _steps_log(a: TraceAnalysis) -> TrainingLog:
-    """A profile's steady iterations as the samples of a log (one iteration each, its GPU step
+def _steps_log(path: str, steps: pl.DataFrame) -> TrainingLog:
+    """A setting's steady iterations as the samples of a log (one iteration each, its GPU step
     time), so the ladder of the logs' acceptance measures them."""
-    it = a.iterations
-    if it.is_empty():
-        raise NsysmoeError(f"{a.path}: no iterations in its window, so no step time to compare; "
-                           "a sweep compares each setting's steps: name its iteration ranges "
-                           "with --step-range REGEX, or record them as NVTX ranges")  # fmt: skip
-    table = to_schema(it.select(pl.col("step").alias("iteration"),
-                                pl.lit(1).alias("iterations"),
-                                (pl.col("step_ns") / 1e9).alias("step_s")))  # fmt: skip
-    return TrainingLog(a.path, "profile", table, None, (), 1, "mean", None, {}, ())
+    table = to_schema(steps.select(pl.col("step").alias("iteration"),
+                                   pl.lit(1).alias("iterations"),
+                                   (pl.col("step_ns") / 1e9).alias("step_s")))  # fmt: skip
+    return TrainingLog(path, "profile", table, None, (), 1, "mean", None, {}, ())
 
 
-def _common(analyses: list[TraceAnalysis]) -> tuple[int, int]:
+def _common(steps: list[pl.DataFrame]) -> tuple[int, int]:
     """A window holding every setting's iterations (each is already its own steady window)."""
-    steps = [s for a in analyses for s in a.iterations["step"].to_list()]
-    return min(steps), max(steps)
+    every = pl.concat([s["step"] for s in steps])
+    return int(every.min()), int(every.max())  # type: ignore[arg-type]

@@ -20,9 +20,8 @@ def _ms(v: float | None) -> str:
 
 
 def document(s: Sweep) -> Document:
-    blocks: list[Block] = [Heading(f"nsysmoe sweep: {s.knob}, {len(s.analyses)} settings",
-                                   terminal=f"nsysmoe sweep: {s.knob}, "
-                                            f"{len(s.analyses)} settings")]  # fmt: skip
+    title = f"nsysmoe sweep: {s.knob}, {len(s.runs)} settings"
+    blocks: list[Block] = [Heading(title, terminal=title)]
     blocks.append(Lines(tuple(contract_lines(s))))
     blocks.append(settings_table(s))
     best = best_line(s)
@@ -30,9 +29,19 @@ def document(s: Sweep) -> Document:
     blocks.append(Details("Exposed communication per channel (ms per iteration per GPU)",
                           (channel_table(s),)))  # fmt: skip
     blocks += differences(s)
-    paths = tuple(f"{label}: {a.path}" for label, a in zip(s.labels, s.analyses, strict=True))
-    blocks.append(Lines(paths, style="notes"))
+    blocks.append(Lines(tuple(path_lines(s)), style="notes"))
     return Document(tuple(blocks))
+
+
+def path_lines(s: Sweep) -> list[str]:
+    """Each setting's export, or its run's folder and rank files."""
+    lines = []
+    for r in s.settings.iter_rows(named=True):
+        files = r["files"]
+        ranks = "" if files == 1 else (f" ({files} rank files; each iteration at its slowest "
+                                       "rank, over the iterations all share)")  # fmt: skip
+        lines.append(f"{r['label']}: {r['path']}{ranks}")
+    return lines
 
 
 def contract_lines(s: Sweep) -> list[str]:
