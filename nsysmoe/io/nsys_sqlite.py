@@ -276,27 +276,33 @@ def read_kernels(db: ExportTables, part: str = "", lookup: Strings | None = None
 LAUNCH_COLUMNS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
                   "staticSharedMemory", "dynamicSharedMemory")  # fmt: skip
 #: a grid x or block dimension, a register count or a shared memory size outside [0, 2^31),
-#: or a grid y or z outside [0, 2^16), is not one CUDA launches: read as unknown (null), so
-#: the block count stays below 2^63
+#: a grid y or z outside [0, 2^16), or a block of 2^31 threads or more, is not one CUDA
+#: launches: read as unknown (null), so the block count stays below 2^63 (the threads' product
+#: is checked in floating point, where it cannot wrap: exact below 2^53)
 _DIMENSION, _GRID_YZ = 1 << 31, 1 << 16
 
 
-def _dimension(col: str, limit: int = _DIMENSION) -> pl.Expr:
-    return pl.when(pl.col(col).is_between(0, limit - 1)).then(pl.col(col))
+def _in_range(col: str, limit: int = _DIMENSION) -> pl.Expr:
+    return pl.col(col).is_between(0, limit - 1)
 
 
 def launch_shape() -> list[pl.Expr]:
     """:data:`nsysmoe.model.LAUNCH_SHAPE` from the raw :data:`LAUNCH_COLUMNS` (null where one
-    it needs is missing or out of range)."""
-    g = [_dimension("gridX"), _dimension("gridY", _GRID_YZ), _dimension("gridZ", _GRID_YZ)]
-    b = [_dimension(c) for c in ("blockX", "blockY", "blockZ")]
-    shared = _dimension("staticSharedMemory") + _dimension("dynamicSharedMemory")
+    it needs is missing or out of range). Each figure is one product under one mask (bits), so
+    a million kernels make no per-column copies beside the raw columns while they are read."""
+    grid = _in_range("gridX") & _in_range("gridY", _GRID_YZ) & _in_range("gridZ", _GRID_YZ)
+    block = _in_range("blockX") & _in_range("blockY") & _in_range("blockZ")
+    threads = pl.col("blockX") * pl.col("blockY") * pl.col("blockZ")  # may wrap: checked as
+    exact = pl.col("blockX").cast(pl.Float64) * pl.col("blockY") * pl.col("blockZ")  # a float
+    shared = pl.col("staticSharedMemory") + pl.col("dynamicSharedMemory")
     return [
-        (g[0] * g[1] * g[2]).alias("blocks"),
-        pl.when((b[0] * b[1] * b[2]) < _DIMENSION).then(b[0] * b[1] * b[2]).alias("threads"),
-        _dimension("registersPerThread").alias("registers"),
-        pl.when(shared < _DIMENSION).then(shared).alias("shared_bytes"),
-    ]
+        pl.when(grid).then(pl.col("gridX") * pl.col("gridY") * pl.col("gridZ")).alias("blocks"),
+        pl.when(block & (exact < _DIMENSION)).then(threads).alias("threads"),
+        pl.when(_in_range("registersPerThread")).then(pl.col("registersPerThread"))
+        .alias("registers"),
+        pl.when(_in_range("staticSharedMemory") & _in_range("dynamicSharedMemory")
+                & (shared < _DIMENSION)).then(shared).alias("shared_bytes"),
+    ]  # fmt: skip
 
 
 def read_graph_rows(db: ExportTables, notes: Notes) -> pl.DataFrame | None:

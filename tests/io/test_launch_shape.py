@@ -29,6 +29,10 @@ SHAPES = {
                  (None, None, None, 0)),
     "too_big": (LaunchConfig(grid=(1, 65536, 1), block=(2**31 - 1, 2, 1),
                              static_smem=2**31 - 1, dynamic_smem=1), (None, None, 64, None)),
+    # 2^30 · 2^30 · 16 = 2^64 wraps to 0 in 64-bit integers: a block of no threads, not unknown
+    "wraps": (LaunchConfig(grid=(1, 1, 1), block=(2**30, 2**30, 16)), (1, None, 64, 0)),
+    "largest_block": (LaunchConfig(grid=(1, 1, 1), block=(2**31 - 1, 1, 1)),
+                      (1, 2**31 - 1, 64, 0)),
 }  # fmt: skip
 
 
