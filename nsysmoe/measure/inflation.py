@@ -67,14 +67,18 @@ STATE_NAMES = (ALONE, OVERLAPPED, PARTIAL)
 def states(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
     """Each compute kernel wholly inside the window with its duration ``dur`` and ``state``
     (an index into :data:`STATE_NAMES`), from its GPU's communication kernels: one pass over
-    the table, a mask per GPU, no per-kernel strings made."""
+    the table, a mask per GPU, no per-kernel strings made (``name`` and ``class``
+    categorical)."""
     cols = ["pid", "device", "start", "end", "name", "class", "blocks"]
     df = kernels.lazy().select(cols).filter(pl.col("end") > pl.col("start"))
     is_compute = pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, GRAPH])
     if window.bounded:
         lo, hi = window.bounds()
         is_compute = is_compute & (pl.col("start") >= lo) & (pl.col("end") <= hi)
-    compute = df.filter(is_compute).collect()
+    # names and classes as dictionary codes: grouping by the long names themselves encodes
+    # every row's key bytes (a million kernels: a few hundred MB at once)
+    compute = df.filter(is_compute).with_columns(pl.col("name", "class").cast(pl.Categorical)
+                                                 ).collect()  # fmt: skip
     comm = window.select(df.filter(pl.col("class") == COMM).select(
         "pid", "device", "start", "end")).collect()  # fmt: skip
     s, e = compute["start"].to_numpy(), compute["end"].to_numpy()
