@@ -325,8 +325,6 @@ def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: 
     coded_job = side.submit(coded_kernels, kernels)
     pci_job = side.submit(lambda job: process_channel_iterations(job.result(), windows),
                           coded_job)  # fmt: skip
-    # after the jobs this thread waits on: the SM budget is read only at the end
-    sm_job = side.submit(measure_sm, kernels, trace.gpus, window)
     gpus, classes, busy = per_gpu_and_busy(kernels, trace.memops, window)
     if cross is not None:
         cross(in_window, busy, len(gpus))
@@ -351,9 +349,12 @@ def measure_part(side: Executor, source: ClassifiedTrace, steps: Steps, choice: 
     del coded_job  # its arrays go once the side thread's sweep is done with them
     tables = _Tables(gpus, classes, channels, nvtx_job.result(), markers_job.result(),
                      process_iterations(kernels, trace.memops, steps, kept), pci_job.result())
+    # here, not queued on the side thread: that one is the longer (NVTX, then the cross-GPU
+    # jobs), and this one would otherwise wait for it
+    sm = measure_sm(kernels, trace.gpus, window)
     return Part(tables, busy, judged, idle_gaps, phases_job.result(), in_window, seen,
                 graph_summary(trace, kernels, window), peer_copies(window.select(trace.memops)),
-                sm_job.result())
+                sm)
 
 
 def merged(parts: list[Part], recorded: dict[str, str]) -> Part:

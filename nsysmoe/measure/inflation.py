@@ -33,9 +33,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from nsysmoe.classify import GRAPH
-from nsysmoe.intervals import covered_before, sorted_runs, start_order
-from nsysmoe.measure.overlap import COMM
+from nsysmoe.measure.under_comm import UnderComm, under_comm
 from nsysmoe.model import Window
 
 OVERLAPPED, ALONE, PARTIAL = "overlapped", "alone", "partial"
@@ -64,44 +62,26 @@ DURATIONS_SCHEMA: dict[str, pl.DataType] = {
 STATE_NAMES = (ALONE, OVERLAPPED, PARTIAL)
 
 
-def states(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
+def states(kernels: pl.DataFrame, window: Window, under: UnderComm | None = None
+           ) -> pl.DataFrame:  # fmt: skip
     """Each compute kernel wholly inside the window with its duration ``dur`` and ``state``
-    (an index into :data:`STATE_NAMES`), from its GPU's communication kernels: one pass over
-    the table, a mask per GPU, no per-kernel strings made (``name`` and ``class``
-    categorical)."""
-    cols = ["pid", "device", "start", "end", "name", "class", "blocks"]
-    df = kernels.lazy().select(cols).filter(pl.col("end") > pl.col("start"))
-    is_compute = pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, GRAPH])
-    if window.bounded:
-        lo, hi = window.bounds()
-        is_compute = is_compute & (pl.col("start") >= lo) & (pl.col("end") <= hi)
-    # names and classes as dictionary codes: grouping by the long names themselves encodes
-    # every row's key bytes (a million kernels: a few hundred MB at once)
-    compute = df.filter(is_compute).with_columns(pl.col("name", "class").cast(pl.Categorical)
-                                                 ).collect()  # fmt: skip
-    comm = window.select(df.filter(pl.col("class") == COMM).select(
-        "pid", "device", "start", "end")).collect()  # fmt: skip
-    s, e = compute["start"].to_numpy(), compute["end"].to_numpy()
-    covered = np.zeros(s.size, dtype=np.int64)
-    pid, device = compute["pid"].to_numpy(), compute["device"].to_numpy()
-    for (p, d), c in comm.partition_by("pid", "device", as_dict=True).items():
-        mine = np.flatnonzero((pid == p) & (device == d))  # a mask per GPU: few
-        if not mine.size:
-            continue
-        cs, ce = c["start"].to_numpy(), c["end"].to_numpy()
-        order = start_order(cs)
-        runs = sorted_runs(cs[order], ce[order])
-        covered[mine] = covered_before(*runs, e[mine]) - covered_before(*runs, s[mine])
-    dur = e - s
+    (an index into :data:`STATE_NAMES`) from its time under communication (``under``:
+    :func:`~nsysmoe.measure.under_comm.under_comm` of them, where read already); ``name`` and
+    ``class`` as dictionary codes."""
+    u = under_comm(kernels, window) if under is None else under
+    c = u.compute.filter(pl.col("inside"))
+    dur = (c["end"] - c["start"]).to_numpy()
+    covered = c["under"].to_numpy()
     state = np.where(covered == 0, 0, np.where(2 * covered >= dur, 1, 2)).astype(np.int8)
-    return compute.select(KEYS).with_columns(pl.Series("dur", dur), pl.Series("state", state))
+    return c.select(KEYS).with_columns(pl.Series("dur", dur), pl.Series("state", state))
 
 
-def durations(kernels: pl.DataFrame, window: Window) -> pl.DataFrame:
+def durations(kernels: pl.DataFrame, window: Window, under: UnderComm | None = None
+              ) -> pl.DataFrame:  # fmt: skip
     """:func:`states` as lists of durations per (name, class, blocks, state)
     (:data:`DURATIONS_SCHEMA`): every shape, since one that ran alone here may have run
     overlapped in another part of the trace."""
-    df = states(kernels, window)
+    df = states(kernels, window, under)
     out = df.group_by([*KEYS, "state"]).agg(pl.col("dur").alias("durations"))
     out = out.with_columns(pl.col("state").replace_strict(range(len(STATE_NAMES)), STATE_NAMES,
                                                           return_dtype=pl.String))  # fmt: skip

@@ -39,10 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysmoe.classify import GRAPH
 from nsysmoe.intervals import covered_before, sorted_runs, start_order
 from nsysmoe.measure import inflation
-from nsysmoe.measure.overlap import COMM
+from nsysmoe.measure.under_comm import UnderComm, under_comm
 from nsysmoe.model import Window
 from nsysmoe.results import SmBudget
 
@@ -163,18 +162,21 @@ class Beside:
 
 
 def gpu_share(comm: pl.DataFrame, cs: np.ndarray, ce: np.ndarray, sms: int | None,
-              span_ns: int) -> tuple[dict[str, object], Beside]:  # fmt: skip
+              span_ns: int, under: np.ndarray | None = None
+              ) -> tuple[dict[str, object], Beside]:  # fmt: skip
     """One GPU's communication SMs over time (:data:`SM_SHARE_SCHEMA` values but its key; the
     share of SM-time over ``span_ns``, the GPU's kernels' span in the window) and its compute
-    kernels (starts ``cs``, ends ``ce``) that overlap communication (:class:`Beside`). The
-    share is unknown (null) where the SM count or any communication kernel's grid is."""
+    kernels (starts ``cs``, ends ``ce``; ``under``: their time under communication, where
+    counted already) that overlap communication (:class:`Beside`). The share is unknown (null)
+    where the SM count or any communication kernel's grid is."""
     s, e = comm["start"].to_numpy(), comm["end"].to_numpy()
     order = start_order(s)
     runs = sorted_runs(s[order], e[order])
     comm_ns = int((runs[1] - runs[0]).sum())
     row: dict[str, object] = {"sm_count": sms, "comm_ns": comm_ns, "comm_sms_avg": None,
                               "sms_left": None, "comm_sm_pct": None}  # fmt: skip
-    under = (covered_before(*runs, ce) - covered_before(*runs, cs)).astype(np.int64)
+    if under is None:
+        under = (covered_before(*runs, ce) - covered_before(*runs, cs)).astype(np.int64)
     at = np.flatnonzero(under > 0)
     if not sms or comm["sms_held"].null_count() or not comm_ns:
         return row, Beside(at, under[at], None)
@@ -189,40 +191,31 @@ def gpu_share(comm: pl.DataFrame, cs: np.ndarray, ce: np.ndarray, sms: int | Non
     return row, Beside(at, under[at], top)
 
 
-def sm_budget(kernels: pl.DataFrame, gpus: pl.DataFrame, window: Window
+def sm_budget(kernels: pl.DataFrame, gpus: pl.DataFrame, window: Window,
+              under: UnderComm | None = None
               ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:  # fmt: skip
     """The SM budget of the window's kernels (classified, with their launch shape): per channel
     (:data:`SM_BUDGET_SCHEMA`), per GPU (:data:`SM_SHARE_SCHEMA`), and the compute kernels
     beside communication summed per shape (:data:`BESIDE_SCHEMA`, every row: the caller keeps
-    the top ones once the parts are summed). Only the communication kernels are joined to
-    their GPU's limits; the compute kernels are read as numpy, their rows copied only where
-    they met communication."""
-    cols = ["pid", "device", "start", "end", "class", "blocks"]
-    wanted = [*cols, "name", "channel", "threads", "registers", "shared_bytes"]
-    indexed = kernels.lazy().with_row_index("row")
-    df = window.select(indexed.select("row", *wanted)).filter(pl.col("end") > pl.col("start"))
-    comm = with_sms(df.filter(pl.col("class") == COMM).drop("row").collect(), gpus)
+    the top ones once the parts are summed). ``under``: :func:`under_comm` of them, where read
+    already. Only the communication kernels are joined to their GPU's limits; the compute
+    kernels are read as numpy, their rows copied only where they met communication."""
+    u = under_comm(kernels, window) if under is None else under
+    comm = with_sms(u.comm, gpus)
     budget = channel_budget(comm)
-    # each GPU's own span in the window: the same whether the trace is read whole or one
-    # process at a time, and finite under a half-open window
-    spans, compute = pl.collect_all([
-        df.group_by("pid", "device").agg((pl.col("end").max() - pl.col("start").min())
-                                         .alias("span")),
-        df.filter(pl.col("class").is_not_null() & ~pl.col("class").is_in([COMM, GRAPH]))
-        .select("row", *cols),  # names read only for the rows that met communication
-    ])  # fmt: skip
-    span = {(r[0], r[1]): r[2] for r in spans.iter_rows()}
+    compute = u.compute
     pid, device = compute["pid"].to_numpy(), compute["device"].to_numpy()
     cs_all, ce_all = compute["start"].to_numpy(), compute["end"].to_numpy()
+    under_all = compute["under"].to_numpy()
     shares, besides = [], []
     for key, c in sorted(comm.partition_by("pid", "device", as_dict=True).items()):
         sms = c["sm_count"][0]
         mine = np.flatnonzero((pid == key[0]) & (device == key[1]))  # a mask per GPU: few
         row, b = gpu_share(c, cs_all[mine], ce_all[mine], None if sms is None else int(sms),
-                           span[key])  # fmt: skip
+                           u.spans[key], under_all[mine])  # fmt: skip
         shares.append({"pid": key[0], "device": key[1], **row})
         met = compute[mine[b.at]]
-        rows = met.select(kernels["name"].gather(met["row"]), "class", "blocks").with_columns(
+        rows = met.select(pl.col("name", "class").cast(pl.String), "blocks").with_columns(
             pl.Series("beside_ns", b.beside_ns, dtype=pl.Int64),
             pl.Series("comm_sms", b.comm_sms, dtype=pl.Int64) if b.comm_sms is not None
             else pl.lit(None, pl.Int64).alias("comm_sms"),
@@ -275,8 +268,9 @@ class SmPart:
 
 def measure_sm(kernels: pl.DataFrame, gpus: pl.DataFrame, window: Window) -> SmPart:
     """The SM budget and the inflation durations of a part's classified kernels."""
-    channels, share, beside = sm_budget(kernels, gpus, window)
-    return SmPart(channels, share, beside, inflation.durations(kernels, window))
+    under = under_comm(kernels, window)  # read once for both
+    channels, share, beside = sm_budget(kernels, gpus, window, under)
+    return SmPart(channels, share, beside, inflation.durations(kernels, window, under))
 
 
 def merged_sm(parts: list[SmPart]) -> SmPart:

@@ -37,7 +37,10 @@ SHAPES = {1: ("gemm_a", "gemm", 112), 2: ("gemm_a", "gemm", 132), 3: ("attn", "a
 def frame(events: list[tuple[int, int, int, int]]) -> pl.DataFrame:
     out = [(1, d, s, s + n, *(("nccl", "comm", 24) if k == 0 else SHAPES[k]))
            for d, s, n, k in events]  # fmt: skip
-    return pl.DataFrame(out, schema=KERNEL, orient="row")
+    df = pl.DataFrame(out, schema=KERNEL, orient="row")
+    return df.with_columns(  # what the SM budget reads beside them (one read serves both)
+        pl.when(pl.col("class") == "comm").then(pl.lit("nccl.allreduce")).alias("channel"),
+        *(pl.lit(None, pl.Int32).alias(c) for c in ("threads", "registers", "shared_bytes")))
 
 
 def lower_median(values: list[int]) -> int:
