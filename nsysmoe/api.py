@@ -41,7 +41,7 @@ from nsysmoe.measure import lanes
 from nsysmoe.measure.kernels import kernel_table
 from nsysmoe.measure.steps import detect_steps
 from nsysmoe.model import STEADY, ClassifiedTrace, Scope, Span, Trace, WindowChoice
-from nsysmoe.parallel import Executor, map_files
+from nsysmoe.parallel import Executor, expand, map_files
 from nsysmoe.peers import compat_analysis, profiler_step_names
 from nsysmoe.ranks import run_analysis
 from nsysmoe.renderers import render
@@ -393,17 +393,16 @@ def sweep(
     cache_dir: str | Path | None = None,
 ) -> Sweep:
     """N settings of one knob side by side (:mod:`nsysmoe.ab.sweep`): each setting one trace,
-    or a list of one run's rank files (taken in sorted order), each file over its own steady
-    window, the first setting the base; ``vary``: the knob (a ``--vary`` name: a contract
-    setting such as ``moe_deepep_num_sms``, an option, an environment variable); ``labels``:
-    the settings' names (default: the knob's value in each). Files two at a time in threads;
+    or one run's rank files — a folder or glob of them, or a list (taken in sorted order) —
+    each file over its own steady window, the first setting the base; ``vary``: the knob (a
+    ``--vary`` name: a contract setting such as ``moe_deepep_num_sms``, an option, an
+    environment variable); ``labels``: the settings' names (default: the knob's value in
+    each). Files two at a time in threads;
     each analysis lets go of its trace once its facts are taken."""
     given = None if labels is None else tuple(labels)
     ab_sweep.check_settings(len(settings), given)
-    runs = [_rank_files(s) if isinstance(s, (list, tuple)) else [s] for s in settings]
-    for i, run in enumerate(runs):
-        if not run:
-            raise UsageError(f"sweep setting {i + 1}: an empty list of rank files")
+    runs = [_rank_files(s) for s in settings]
+    sources = [os.fspath(s) if isinstance(s, (str, os.PathLike)) else None for s in settings]
 
     def one(path: TraceLike) -> Side:
         return ab_sweep.detached_side(analyze(path, rules=rules, scope=scope,
@@ -411,15 +410,31 @@ def sweep(
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         sides = iter(pool.map(one, [p for run in runs for p in run]))
-    return ab_sweep.sweep([[next(sides) for _ in run] for run in runs], vary, given)
+    return ab_sweep.sweep([[next(sides) for _ in run] for run in runs], vary, given, sources)
 
 
-def _rank_files(files: Sequence[TraceLike]) -> list[TraceLike]:
-    """A run's rank files in the order pairs are made in: by name (as a folder lists them)
-    where every one is a path, else as given."""
-    if all(isinstance(f, (str, os.PathLike)) for f in files):
-        return sorted(files, key=os.fspath)  # type: ignore[arg-type]
-    return list(files)
+def _rank_files(setting: TraceLike | Sequence[TraceLike]) -> list[TraceLike]:
+    """A sweep setting's files: a folder (or glob) of rank files found in it, a list of them,
+    each in the order pairs are made in (by name, as a folder lists them); one trace alone. The
+    same file twice is a usage error."""
+    if isinstance(setting, (str, os.PathLike)):
+        files: list[TraceLike] = list(expand(os.fspath(setting)))
+    elif isinstance(setting, (list, tuple)):
+        files = sorted(setting, key=_file_name)
+    else:
+        files = [setting]  # type: ignore[list-item]
+    if not files:
+        raise UsageError(f"sweep setting {setting!s}: no trace file in it")
+    names = [_file_name(f) for f in files]
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise UsageError(f"sweep setting: {twice} given twice; each rank file once")
+    return files
+
+
+def _file_name(trace: TraceLike) -> str:
+    """A path's text, or an in-memory trace's path (its file's)."""
+    return os.fspath(trace) if isinstance(trace, (str, os.PathLike)) else str(trace.path)
 
 
 def _analyze_path(

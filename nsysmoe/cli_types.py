@@ -299,8 +299,8 @@ the SMs the dispatcher holds, compute inflation, each against the first; the bes
 
 SETTINGS are three or more exports (the first is the base), each one setting of the knob
 --vary names; everything else must be equal (the contract is checked against the first). A
-setting may be a folder (or a quoted glob) of one run's rank files: each iteration then takes
-its slowest rank's step, and the files pair with the base's by sorted name."""
+setting may be a folder (or a quoted glob) of one run's rank files: an iteration's step is then
+the median over all their processes, and the files pair with the base's by sorted name."""
 
 
 def progress(n: int, label: str):  # noqa: ANN202 - click's ProgressBar type is private

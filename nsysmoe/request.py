@@ -429,18 +429,18 @@ def sweep_outcome(opts: SweepOptions) -> Outcome:
                          "(moe_deepep_num_sms, a dispatcher option, an environment variable)")
     check_writable(opts.output, opts.plot_dir)
     rules = rules_of(opts.rules_path, opts.rules_replace)
-    settings: list[str | list[str]] = []
+    paths: list[str] = []
     skipped: list[str] = []
-    for arg in opts.settings:
+    for arg in opts.settings:  # found here for the checks; api.sweep finds them again
         found = expand(arg, skipped)
         if not found:
             raise UsageError(f"{arg}: no trace file ({skipped_note(skipped)}); each sweep "
                              "setting is one export or a folder of one run's rank files")
-        settings.append(found if len(found) > 1 else found[0])
-    paths = [p for s in settings for p in ([s] if isinstance(s, str) else s)]
+        paths += found
     check_output_not_input(opts.output, [*paths, *([opts.rules_path] if opts.rules_path else [])])
     scope = Scope(make_window(opts.window, opts.skip, opts.step_range), None, opts.step_range)
-    result = api.sweep(settings, vary=opts.vary, labels=opts.labels, rules=rules, scope=scope)
+    result = api.sweep(list(opts.settings), vary=opts.vary, labels=opts.labels, rules=rules,
+                       scope=scope)  # fmt: skip
     error = None
     if opts.strict and not result.matched:
         broken = [f"{label}: {c.summary()}" for label, c in

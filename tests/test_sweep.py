@@ -130,7 +130,7 @@ RANK_SEEDS = (7, 11)
 def generated_run(folder: Path, sms: int, seeds: tuple[int, ...] = RANK_SEEDS,
                   **changes: object) -> tuple[Path, int]:  # fmt: skip
     """A folder of one rank file per seed, the dispatcher on ``sms`` SMs, and the generator's
-    truth of the run's median step: each iteration at its slowest rank (CPU-side ranges,
+    truth of the run's median step: each iteration's median over its ranks (CPU-side ranges,
     warm-up left out), then the median over iterations."""
     run = folder / f"sms{sms}"
     run.mkdir()
@@ -141,7 +141,8 @@ def generated_run(folder: Path, sms: int, seeds: tuple[int, ...] = RANK_SEEDS,
         spec, truth = moe_step_scenario(**args, dispatcher_sms=sms, label=f"sms{sms}")  # type: ignore[arg-type]
         write_export(run / f"rank{rank}.sqlite", spec, "3.13.2")
         per_rank.append([s["end"] - s["start"] for s in truth["steps"]][2:])
-    return run, int(statistics.median(max(steps) for steps in zip(*per_rank, strict=True)))
+    return run, int(statistics.median(statistics.median(steps)
+                                      for steps in zip(*per_rank, strict=True)))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -158,15 +159,17 @@ def test_folders_of_rank_files_are_settings_their_ranks_taken_together(runs: lis
     assert s.best == min(range(len(SMS)), key=lambda i: runs[i][1]) == 1
     assert s.settings["files"].to_list() == [2, 2, 2]
     assert s.settings["path"].to_list() == [str(p) for p in folders]
-    assert s.contracts[0].checks[0].name == "rank files" and "2 of 2 pairs" in s.contracts[0].note
-    # the run's figures from each rank file's own analysis: an iteration's step is its slowest
-    # rank's, over the iterations both hold; durations summed, per iteration per GPU
+    assert [c.name for c in s.contracts[0].checks[:3]] == [
+        "rank files", f"{KNOB} across rank files", "dispatcher blocks across rank files"]
+    assert "2 of 2 pairs" in s.contracts[0].note
+    # the run's figures from each rank file's own analysis: an iteration's step is the median
+    # of its ranks' over the iterations both hold; durations summed, per iteration per GPU
     for i, folder in enumerate(folders):
         ranks = [nsysmoe.analyze(str(f)) for f in sorted(folder.iterdir())]
         steps = ranks[0].iterations.select("step", "step_ns").join(
             ranks[1].iterations.select("step", "step_ns"), on="step")  # fmt: skip
-        slowest = [max(a, b) for a, b in zip(steps["step_ns"], steps["step_ns_right"],
-                                             strict=True)]  # fmt: skip
+        slowest = [int(statistics.median((a, b))) for a, b in
+                   zip(steps["step_ns"], steps["step_ns_right"], strict=True)]  # fmt: skip
         row = s.settings.row(i, named=True)
         assert row["median_step_ns"] == int(statistics.median(slowest))
         assert row["iterations"] == len(slowest) and row["gpus"] == 2
@@ -180,6 +183,9 @@ def test_folders_of_rank_files_are_settings_their_ranks_taken_together(runs: lis
     run = _cli([*map(str, folders), "--vary", KNOB, "--format", "markdown"])
     assert run.returncode == 0, run.stderr
     assert f"{folders[0]} (2 rank files;" in run.stdout and "| 20 (best) |" in run.stdout
+    glob = _cli([str(folders[0]), str(folders[1]), str(folders[2] / "rank*.sqlite"), "--vary",
+                 KNOB, "--format", "json"])  # a glob stays the setting's name  # fmt: skip
+    assert json.loads(glob.stdout)["settings"][2]["path"] == str(folders[2] / "rank*.sqlite")
 
 
 def test_a_rank_that_differs_or_a_rank_missing_breaks_a_runs_contract(
@@ -199,3 +205,39 @@ def test_a_rank_that_differs_or_a_rank_missing_breaks_a_runs_contract(
                                                "first 1 by sorted name)")  # fmt: skip
     run = _cli([str(runs[0][0]), str(runs[1][0]), str(other), "--vary", KNOB, "--strict"])
     assert run.returncode == 2 and "rank pair 1" in run.stderr
+
+
+def test_a_run_whose_ranks_differ_in_the_knob_is_no_setting(runs: list) -> None:
+    """One setting's rank files on two SM counts (20 and 48): each pair with the base differs
+    only in the knob, but the setting is not one value of it."""
+    mixed = [str(runs[1][0] / "rank0.sqlite"), str(runs[2][0] / "rank1.sqlite")]
+    s = nsysmoe.sweep([str(runs[0][0]), str(runs[1][0]), mixed], vary=KNOB)
+    assert s.contracts[0].matched and not s.contracts[1].matched
+    broken = {c.name: (c.off, c.on) for c in s.contracts[1].failures}
+    assert broken["dispatcher blocks across rank files"] == ("8", "20 / 48")
+
+
+def test_one_run_as_files_or_as_one_export_has_one_step(tmp_path: Path) -> None:
+    """A run of four ranks written as one export of four processes and as a file per rank: the
+    step a sweep takes of each is the same (the median of every process's own period)."""
+    from nsysmoe.ab.sweep import _steps, detached_side
+    from tests.fixtures.ranks import straggler_scenario
+
+    (multi,), _ = straggler_scenario(n_ranks=4, steps=6, layout="multi", seed=3)
+    files, _ = straggler_scenario(n_ranks=4, steps=6, layout="files", seed=3)
+    one = _steps([detached_side(nsysmoe.analyze(write_export(tmp_path / "all.sqlite", multi,
+                                                             "3.13.2")))])  # fmt: skip
+    split = _steps([detached_side(nsysmoe.analyze(write_export(tmp_path / f"r{i}.sqlite", spec,
+                                                               "3.13.2")))
+                    for i, spec in enumerate(files)])  # fmt: skip
+    both = one.join(split, on="step")
+    assert len(both) >= 3 and both["step_ns"].to_list() == both["step_ns_right"].to_list()
+
+
+def test_api_settings_take_folders_lists_and_refuse_a_file_twice(runs: list) -> None:
+    folders = [str(p) for p, _ in runs]
+    s = nsysmoe.sweep(folders, vary=KNOB)  # folders as strings, as the command line gives them
+    assert s.settings["files"].to_list() == [2, 2, 2] and s.settings["path"].to_list() == folders
+    twice = [str(runs[2][0] / "rank0.sqlite")] * 2
+    with pytest.raises(UsageError, match="given twice"):
+        nsysmoe.sweep([folders[0], folders[1], twice], vary=KNOB)

@@ -5,10 +5,12 @@ setting against the one before and against the base, bootstrap CI, run-to-run fl
 setting marked; and each setting's contract against the base, where only the knob may differ.
 
 A setting is one export, or a run of many rank files (a folder). A run's figures are its ranks'
-together: an iteration's step is its slowest rank's (the step waits for it), over the iterations
-every rank's window holds; durations are summed over ranks and divided by their iterations ×
-GPUs; the SMs a channel held are the most on any rank. Its contract is its rank files against
-the base's, paired by sorted name as in ``nsysmoe analyze OFF_DIR ON_DIR``, every pair checked.
+together, as one export of all their processes would give them: an iteration's step is the
+median of every process's own period, over the iterations all of them hold; durations are
+summed over ranks and divided by their iterations × GPUs; the SMs a channel held are the most on
+any rank. Its contract is its rank files against the base's, paired by sorted name as in
+``nsysmoe analyze OFF_DIR ON_DIR``, every pair checked, and its files against each other: one
+setting is one value of the knob and of the dispatcher's blocks.
 
 It takes side facts (each analysis on its own steady window: settings differ, and so may their
 warm-ups) and reads nothing else.
@@ -57,28 +59,33 @@ def detached_side(analysis: TraceAnalysis) -> Side:
     return replace(side, analysis=replace(analysis, source=None), projected=pl.DataFrame())
 
 
-def sweep(runs: Sequence[Run], knob: str, labels: tuple[str, ...] | None = None) -> Sweep:
+def sweep(runs: Sequence[Run], knob: str, labels: tuple[str, ...] | None = None,
+          sources: Sequence[str | None] | None = None) -> Sweep:  # fmt: skip
     """The sweep of ``runs`` (each setting's sides, :func:`detached_side`; the first setting
     the base), ``knob`` the one setting that varies (a ``--vary`` name), ``labels`` the
-    settings' names (default: the knob's value in each)."""
+    settings' names (default: the knob's value in each); ``sources``: what each setting was
+    given as (an export, a folder, a glob; None, or by default: the export, or the folder its
+    files share)."""
     check_settings(len(runs), labels)
     if not all(runs):
         raise ValueError("runs: every setting needs one side or more")
+    given = sources if sources is not None else [None] * len(runs)
+    paths = [_path(run) if p is None else p for run, p in zip(runs, given, strict=True)]
     base = runs[0]
     contracts, variables = [], []
     for run in runs[1:]:
         contract, variable = _run_contract(base, run, knob)
         contracts.append(contract)
         variables.append(variable)
-    names = labels or _labels(knob, variables, runs)
+    names = labels or _labels(knob, variables, runs, paths)
     steps = [_steps(run) for run in runs]
-    settings = _settings(runs, steps, names)
+    settings = _settings(runs, steps, names, paths)
     best = settings["median_step_ns"].arg_min()
     settings = settings.with_columns(
         (pl.int_range(pl.len()) == best).alias("best") if best is not None
         else pl.lit(False).alias("best"))  # fmt: skip
-    ladder = accept([_steps_log(_path(run), s) for run, s in zip(runs, steps, strict=True)],
-                    list(names), window=_common(steps))  # fmt: skip
+    ladder = accept([_steps_log(p, s) for p, s in zip(paths, steps, strict=True)], list(names),
+                    window=_common(steps))  # fmt: skip
     return Sweep(knob, tuple(tuple(s.analysis for s in run) for run in runs),
                  settings.select(list(SETTING_SCHEMA)).cast(SETTING_SCHEMA),
                  tuple(_sms_held(run) for run in runs), tuple(_exposed(run) for run in runs),
@@ -88,7 +95,8 @@ def sweep(runs: Sequence[Run], knob: str, labels: tuple[str, ...] | None = None)
 def _run_contract(base: Run, run: Run, knob: str) -> tuple[Contract, Variable]:
     """A setting's contract against the base's: rank file i against the base's i-th (sorted
     by name), every pair checked; the first pair that breaks it stands for the setting (its
-    note names the pair), else the first pair. A different number of rank files breaks it."""
+    note names the pair), else the first pair. A different number of rank files breaks it, and
+    so does a run whose rank files disagree on the knob or on the dispatcher's blocks."""
     pairs = []
     for i, (b, side) in enumerate(zip(base, run, strict=False)):
         sets = both_settings(b, side)
@@ -105,10 +113,37 @@ def _run_contract(base: Run, run: Run, knob: str) -> tuple[Contract, Variable]:
                   "" if len(base) == len(run) else
                   f"paired the first {min(len(base), len(run))} by sorted name",
                   len(base), len(run))  # fmt: skip
+    knob_values = ({v.off for _, _, v in pairs}, {v.on for _, _, v in pairs})
+    within = (_within(f"{knob} across rank files", *knob_values),
+              _within("dispatcher blocks across rank files", _blocks(base), _blocks(run)))
     where = (f"rank files paired by sorted name, {sum(c.matched for _, c, _ in pairs)} of "
              f"{len(pairs)} pairs matched; shown: {pair}")  # fmt: skip
     note = f"{contract.note}; {where}" if contract.note else where
-    return replace(contract, checks=(files, *checks), note=note), variable
+    return replace(contract, checks=(files, *within, *checks), note=note), variable
+
+
+def _within(name: str, base: set[object], run: set[object]) -> Check:
+    """Whether each side's rank files agree on one value (unknowns aside): one setting is one
+    value of everything, the knob included."""
+    def said(values: set[object]) -> str:
+        known = sorted(str(v) for v in values if v is not None)
+        return " / ".join(known) or "–"
+
+    split = [v for v in (base, run) if len(v - {None}) > 1]
+    return Check(name, said(base), said(run), "unexpected" if split else "same",
+                 "a setting's rank files differ in it: they are not one setting" if split
+                 else "")  # fmt: skip
+
+
+def _blocks(run: Run) -> set[object]:
+    """The most common block counts of the dispatcher's kernels over a run's rank files."""
+    out: set[object] = set()
+    for s in run:
+        df = s.analysis.sm.channels
+        if df.width:
+            out |= set(df.filter(pl.col("channel").is_in(["ep.dispatch", "ep.combine"]))
+                       ["blocks"].to_list())  # fmt: skip
+    return out
 
 
 def _name(side: Side) -> str:
@@ -121,12 +156,13 @@ def _path(run: Run) -> str:
     if len(paths) == 1:
         return paths[0]
     try:
-        return os.path.commonpath(paths) or paths[0]
+        return os.path.commonpath(paths) or os.curdir
     except ValueError:  # relative and absolute paths mixed
         return paths[0]
 
 
-def _labels(knob: str, variables: list[Variable], runs: Sequence[Run]) -> tuple[str, ...]:
+def _labels(knob: str, variables: list[Variable], runs: Sequence[Run],
+            paths: list[str]) -> tuple[str, ...]:  # fmt: skip
     """"knob=value" from the launch where every setting records the knob; else the blocks of
     the dispatcher's kernels for an SM knob; else the file or folder names."""
     values = [variables[0].off, *(v.on for v in variables)]
@@ -135,7 +171,7 @@ def _labels(knob: str, variables: list[Variable], runs: Sequence[Run]) -> tuple[
     blocks = [_sms_held(run).get("ep.dispatch") for run in runs]
     if "num_sms" in knob and all(b is not None for b in blocks) and len(set(blocks)) == len(blocks):
         return tuple(f"{b} SMs" for b in blocks)
-    return distinct_names([_path(run) for run in runs])
+    return distinct_names(paths)
 
 
 def distinct_names(paths: list[str]) -> tuple[str, ...]:
@@ -149,27 +185,40 @@ def distinct_names(paths: list[str]) -> tuple[str, ...]:
 
 
 def _steps(run: Run) -> pl.DataFrame:
-    """The setting's iterations (``step``, ``step_ns``): an export's own; a run's, each
-    iteration at its slowest rank's step, over the iterations every rank's window holds."""
-    frames = []
+    """The setting's iterations (``step``, ``step_ns``): an export's own (its GPU period, the
+    median over its processes); a run's the same over every process of its rank files — the
+    median of their own periods, over the iterations every one of them holds — so a run split
+    into a file per rank gives the step the one export of all its processes gives."""
     for s in run:
-        it = s.analysis.iterations
-        if it.is_empty():
+        if s.analysis.iterations.is_empty():
             raise NsysmoeError(
                 f"{s.analysis.path}: no iterations in its window, so no step time to compare; "
                 "a sweep compares each setting's steps: name its iteration ranges with "
                 "--step-range REGEX, or record them as NVTX ranges")  # fmt: skip
-        frames.append(it.select("step", "step_ns"))
-    if len(frames) == 1:
-        return frames[0]
-    steps = (pl.concat(frames).group_by("step")
-             .agg(pl.col("step_ns").max(), pl.len().alias("ranks"))
-             .filter(pl.col("ranks") == len(frames)).sort("step").drop("ranks"))  # fmt: skip
+    if len(run) == 1:
+        return run[0].analysis.iterations.select("step", "step_ns")
+    per = pl.concat([_process_steps(s.analysis).with_columns(pl.lit(i).alias("file"))
+                     for i, s in enumerate(run)])  # fmt: skip
+    ranks = per.select(pl.struct("file", "pid").n_unique()).item()
+    steps = (per.group_by("step")
+             .agg(pl.col("step_ns").median().cast(pl.Int64),
+                  pl.struct("file", "pid").n_unique().alias("ranks"))
+             .filter(pl.col("ranks") == ranks).sort("step").drop("ranks"))  # fmt: skip
     if steps.is_empty():
-        raise NsysmoeError(f"{_path(run)}: its {len(frames)} rank files share no iteration in "
-                           "their steady windows, so the run has no step time; pick one window "
-                           "for all with --window or --step-range")  # fmt: skip
+        raise NsysmoeError(f"{_path(run)}: its {len(run)} rank files share no iteration in "
+                           "their steady windows, so the run has no step time; are they one "
+                           "run's (iterations numbered alike)? Else pick one window with "
+                           "--window")  # fmt: skip
     return steps
+
+
+def _process_steps(a: TraceAnalysis) -> pl.DataFrame:
+    """Each process's own period of each iteration (``pid``, ``step``, ``step_ns``); a file
+    without them, its iterations as one process's."""
+    pi = a.process_iterations
+    if pi.is_empty():
+        return a.iterations.select(pl.lit(None, pl.Int64).alias("pid"), "step", "step_ns")
+    return pi.select("pid", "step", (pl.col("end_ns") - pl.col("start_ns")).alias("step_ns"))
 
 
 def _gpu_steps(run: Run) -> int:
@@ -181,10 +230,10 @@ def _per_step_gpu(ns: float | None, n: int) -> float | None:
     return None if ns is None or not n else ns / n
 
 
-def _settings(runs: Sequence[Run], steps: list[pl.DataFrame],
-              labels: tuple[str, ...]) -> pl.DataFrame:  # fmt: skip
+def _settings(runs: Sequence[Run], steps: list[pl.DataFrame], labels: tuple[str, ...],
+              paths: list[str]) -> pl.DataFrame:  # fmt: skip
     rows = []
-    for run, it, label in zip(runs, steps, labels, strict=True):
+    for run, it, label, path in zip(runs, steps, labels, paths, strict=True):
         n = _gpu_steps(run)
         totals = [s.analysis.totals for s in run]
         step = int(it["step_ns"].median())  # type: ignore[arg-type]
@@ -193,10 +242,9 @@ def _settings(runs: Sequence[Run], steps: list[pl.DataFrame],
         compute = None if exposed is None or idle is None else step - exposed - idle
         gpus = [s.analysis.sm.gpus["comm_sms_avg"] for s in run if s.analysis.sm.gpus.width]
         held = pl.concat(gpus).drop_nulls() if gpus else pl.Series([], dtype=pl.Float64)
-        known = [s for s in run if s.analysis.sm.gemm_attn_extra_ns is not None]
-        extra = (_per_step_gpu(sum(s.analysis.sm.gemm_attn_extra_ns for s in known),  # type: ignore[misc]
-                               _gpu_steps(known)) if known else None)  # fmt: skip
-        rows.append({"label": label, "path": _path(run), "files": len(run),
+        extras = [s.analysis.sm.gemm_attn_extra_ns for s in run]  # unknown on one: unknown
+        extra = None if None in extras else _per_step_gpu(sum(extras), n)  # type: ignore[arg-type]
+        rows.append({"label": label, "path": path, "files": len(run),
                      "iterations": len(it), "gpus": sum(len(s.analysis.gpus) for s in run),
                      "median_step_ns": step, "compute_ns": compute, "exposed_ns": exposed,
                      "idle_ns": idle,

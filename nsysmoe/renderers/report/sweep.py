@@ -38,8 +38,8 @@ def path_lines(s: Sweep) -> list[str]:
     lines = []
     for r in s.settings.iter_rows(named=True):
         files = r["files"]
-        ranks = "" if files == 1 else (f" ({files} rank files; each iteration at its slowest "
-                                       "rank, over the iterations all share)")  # fmt: skip
+        ranks = "" if files == 1 else (f" ({files} rank files; each iteration the median of "
+                                       "their processes' steps, over the iterations all hold)")
         lines.append(f"{r['label']}: {r['path']}{ranks}")
     return lines
 
