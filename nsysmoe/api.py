@@ -397,8 +397,8 @@ def sweep(
     each file over its own steady window, the first setting the base; ``vary``: the knob (a
     ``--vary`` name: a contract setting such as ``moe_deepep_num_sms``, an option, an
     environment variable); ``labels``: the settings' names (default: the knob's value in
-    each). Files two at a time in threads;
-    each analysis lets go of its trace once its facts are taken."""
+    each). Files two at a time in threads; each analysis lets go of its trace once its facts
+    are taken."""
     given = None if labels is None else tuple(labels)
     ab_sweep.check_settings(len(settings), given)
     runs = [_rank_files(s) for s in settings]
