@@ -219,7 +219,9 @@ def test_a_run_whose_ranks_differ_in_the_knob_is_no_setting(runs: list) -> None:
 
 def test_one_run_as_files_or_as_one_export_has_one_step(tmp_path: Path) -> None:
     """A run of four ranks written as one export of four processes and as a file per rank: the
-    step a sweep takes of each is the same (the median of every process's own period)."""
+    step a sweep takes of each is the same, iteration by iteration. (This scenario runs its
+    ranks in lockstep, every rank's period equal, so it does not tell a median from a maximum:
+    the folder test above does, from ranks whose periods differ.)"""
     from nsysmoe.ab.sweep import _steps, detached_side
     from tests.fixtures.ranks import straggler_scenario
 
